@@ -1,0 +1,3 @@
+{{ cookiecutter.description | tojson }}
+
+__version__ = "0.1.0"

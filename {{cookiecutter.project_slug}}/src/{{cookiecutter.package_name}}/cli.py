@@ -1,0 +1,70 @@
+"""Command line: `python -m {{ cookiecutter.package_name }} train|evaluate|predict ...`."""
+
+import argparse
+import sys
+
+from .config import GPU_IDS_HELP, add_config_arguments, make_config
+from .errors import UserError
+from .inference import evaluate_run, predict
+from .runtime import resolve_device, select_gpus
+from .train import train
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="{{ cookiecutter.project_slug }}", description={{ cookiecutter.description | tojson }})
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show full tracebacks instead of one-line errors")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", parents=[common], help="train a model", argument_default=argparse.SUPPRESS)
+    train.add_argument("--config", help="YAML file with config keys; flags given here override it")
+    add_config_arguments(train)
+
+    evaluate = commands.add_parser("evaluate", parents=[common], help="accuracy and per-class report of trained weights")
+    evaluate.add_argument("--weights", required=True, help="model.pt written by train")
+    evaluate.add_argument("--data", help="dataset to evaluate on (default: the one trained on)")
+    evaluate.add_argument("--data-root", help="where downloadable datasets live")
+    evaluate.add_argument("--batch-size", type=int, help="images per step")
+    evaluate.add_argument("--num-workers", type=int, help="data-loading processes")
+    evaluate.add_argument("--output-dir", help="where the CSV reports go (default: beside the weights)")
+
+    predict = commands.add_parser("predict", parents=[common], help="class and probability for each image file")
+    predict.add_argument("--weights", required=True, help="model.pt written by train")
+    predict.add_argument("images", nargs="+", help="image files")
+
+    for command in (evaluate, predict):
+        command.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to run")
+        command.add_argument("--gpus", default="{{ cookiecutter.gpu_ids }}", help=GPU_IDS_HELP)
+    return parser
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.command == "train":
+        values = {k: v for k, v in vars(args).items() if k not in ("command", "debug", "config")}
+        cfg = make_config(values, getattr(args, "config", None))
+        select_gpus(cfg.gpus)
+        train(cfg)
+        return
+
+    select_gpus(args.gpus)
+    device = resolve_device(args.device)
+    if args.command == "evaluate":
+        overrides = {k: getattr(args, k) for k in ("data", "data_root", "batch_size", "num_workers")}
+        evaluate_run(args.weights, device, args.output_dir, **{k: v for k, v in overrides.items() if v is not None})
+    else:
+        predict(args.weights, args.images, device)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except UserError as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0

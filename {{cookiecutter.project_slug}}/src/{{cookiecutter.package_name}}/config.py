@@ -1,0 +1,139 @@
+"""The training configuration: one dataclass that the command line, YAML files and the code all share.
+
+Precedence: dataclass defaults < `--config FILE` < flags given on the command line. The resolved
+config (every "auto" value filled in) is written into the output dir as `config.yaml`.
+"""
+
+import argparse
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import UserError
+
+GPU_IDS_HELP = "comma-separated GPU ids exported as CUDA_VISIBLE_DEVICES; empty means CPU only"
+
+
+def option(default, help, **argparse_kwargs):
+    return field(default=default, metadata={"help": help, **argparse_kwargs})
+
+
+@dataclass
+class TrainConfig:
+    data: str = option(
+        "synthetic", "synthetic, cifar10, mnist, fashion_mnist, or a folder with train/ and val/"
+    )
+    data_root: str = option("data", "where cifar10/mnist/fashion_mnist are downloaded")
+    model: str = option("{{ cookiecutter.model }}", "small_cnn or any torchvision classification model")
+    pretrained: bool = option(False, "start from torchvision's ImageNet weights")
+    init: str = option(
+        "default",
+        "weight init for models trained from scratch",
+        choices=["default", "kaiming", "xavier", "normal"],
+    )
+    image_size: int | None = option(None, "input size (auto: the dataset's own, 224 for folders)")
+    mean: list[float] | None = option(None, "normalisation mean (auto: ImageNet if pretrained, else data)")
+    std: list[float] | None = option(None, "normalisation std (auto: as for --mean)")
+    epochs: int = option(5, "number of epochs")
+    batch_size: int = option(64, "images per step")
+    optimizer: str = option("sgd", "optimizer", choices=["sgd", "adamw"])
+    lr: float | None = option(None, "learning rate (auto: 0.05 for sgd, 0.001 for adamw)")
+    momentum: float = option(0.9, "SGD momentum (Nesterov)")
+    weight_decay: float = option(5e-4, "weight decay (never applied to biases and norm weights)")
+    scheduler: str = option("cosine", "learning-rate schedule per epoch", choices=["none", "step", "cosine"])
+    warmup_epochs: int = option(0, "linear warm-up epochs before the cosine decay")
+    step_size: int = option(30, "epochs between decays of the step schedule")
+    gamma: float = option(0.1, "decay factor of the step schedule")
+    seed: int = option(0, "seed for python, numpy, torch and the data order")
+    deterministic: bool = option(False, "deterministic algorithms (slower) instead of cudnn.benchmark")
+    device: str = option("auto", "where to train", choices=["auto", "cpu", "cuda"])
+    gpus: str = option("{{ cookiecutter.gpu_ids }}", GPU_IDS_HELP)
+    num_workers: int | None = option(None, "data-loading processes (auto: 0 for synthetic data, else up to 8)")
+    output_dir: str | None = option(None, "where results go (auto: runs/<date-time>)")
+    max_steps_per_epoch: int | None = option(None, "cap training and validation steps per epoch (smoke runs)")
+
+    def __post_init__(self):
+        for name in ("epochs", "batch_size", "image_size", "max_steps_per_epoch", "step_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        for name in ("lr", "weight_decay", "momentum", "warmup_epochs", "num_workers"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise UserError(f"--{name.replace('_', '-')} must not be negative, got {value}")
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+TYPES = typing.get_type_hints(TrainConfig)
+
+
+def _base_type(hint):
+    """`int | None` -> int, `list[float] | None` -> list[float]."""
+    if isinstance(hint, types.UnionType):
+        return next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    return hint
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per config field; only flags actually given end up in the parsed namespace."""
+    for name, spec in FIELDS.items():
+        kind = _base_type(TYPES[name])
+        kwargs = {"default": argparse.SUPPRESS, "help": spec.metadata["help"]}
+        if kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif typing.get_origin(kind) is list:
+            kwargs.update(type=float, nargs=3, metavar=("R", "G", "B"))
+        else:
+            kwargs["type"] = kind
+            if "choices" in spec.metadata:
+                kwargs["choices"] = spec.metadata["choices"]
+        parser.add_argument("--" + name.replace("_", "-"), **kwargs)
+
+
+def _coerce(name: str, value):
+    kind = _base_type(TYPES[name])
+    if value is None and TYPES[name] is not kind:
+        return None
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if typing.get_origin(kind) is list:
+        ok = isinstance(value, list) and len(value) == 3 and all(isinstance(v, int | float) for v in value)
+        if ok:
+            return [float(v) for v in value]
+    elif isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+        choices = FIELDS[name].metadata.get("choices")
+        if choices is None or value in choices:
+            return value
+    expected = "a list of 3 numbers" if typing.get_origin(kind) is list else kind.__name__
+    raise UserError(f"config key '{name}' must be {expected}, got {value!r}; fix the config file")
+
+
+def load_config_file(path: str) -> dict:
+    try:
+        values = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read config file {path}: {exc.strerror}; check the path") from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"config file {path} is not valid YAML ({exc.problem}); fix its syntax") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise UserError(f"config file {path} must hold a mapping of keys to values")
+    unknown = sorted(set(values) - set(FIELDS))
+    if unknown:
+        raise UserError(f"config file {path} has unknown keys {unknown}; known keys: {', '.join(FIELDS)}")
+    return {name: _coerce(name, value) for name, value in values.items()}
+
+
+def make_config(cli_values: dict, config_file: str | None = None) -> TrainConfig:
+    values = load_config_file(config_file) if config_file else {}
+    values.update(cli_values)
+    return TrainConfig(**values)
+
+
+def save_config(cfg: TrainConfig, path: Path) -> None:
+    path.write_text(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False))

@@ -1,0 +1,58 @@
+"""`evaluate` and `predict`: reuse a training run's model, config and class names."""
+
+import dataclasses
+from pathlib import Path
+
+import torch
+from PIL import Image, UnidentifiedImageError
+
+from .config import TrainConfig, load_config_file
+from .data import build_data, build_transform
+from .engine import evaluate, make_criterion
+from .errors import UserError
+from .metrics import per_class_report, write_confusion_csv, write_csv
+from .models import build_model, load_weights
+
+
+def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConfig, list[str], torch.nn.Module]:
+    """The config and class names saved beside `weights` by `train`, and the model with those weights."""
+    run_dir = Path(weights).parent
+    if not (run_dir / "config.yaml").is_file() or not (run_dir / "classes.txt").is_file():
+        raise UserError(f"{run_dir} lacks config.yaml or classes.txt; pass weights from a training output dir")
+    cfg = dataclasses.replace(TrainConfig(**load_config_file(run_dir / "config.yaml")), **overrides)
+    classes = (run_dir / "classes.txt").read_text().split()
+    model = build_model(cfg.model, len(classes))
+    load_weights(model, weights)
+    return cfg, classes, model.to(device).eval()
+
+
+def evaluate_run(weights: str, device: torch.device, output_dir: str | None = None, **overrides) -> dict:
+    cfg, classes, model = load_run(weights, device, **overrides)
+    data = build_data(cfg, device, train=False)
+    if data.classes != classes:
+        raise UserError(f"{cfg.data} has classes {data.classes}, the model was trained on {classes}")
+    stats = evaluate(model, data.val, make_criterion(), device, len(classes))
+    out = Path(output_dir or Path(weights).parent)
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "per_class.csv", per_class_report(stats["confusion"], classes))
+    write_confusion_csv(out / "confusion_matrix.csv", stats["confusion"], classes)
+    print(f"accuracy {stats['val_acc']:.4f} on {int(stats['confusion'].sum())} images; report: {out / 'per_class.csv'}")
+    return stats
+
+
+@torch.inference_mode()
+def predict(weights: str, images: list[str], device: torch.device) -> list[tuple[str, str, float]]:
+    cfg, classes, model = load_run(weights, device)
+    transform = build_transform(cfg.data, cfg.image_size, cfg.mean, cfg.std, train=False)
+    results = []
+    for path in images:
+        try:
+            with Image.open(path) as image:
+                batch = transform(image.convert("RGB")).unsqueeze(0).to(device)  # a batch of one (T09)
+        except (OSError, UnidentifiedImageError) as exc:
+            raise UserError(f"cannot read image {path}: {exc}") from None
+        probabilities = model(batch).softmax(1)[0]
+        index = int(probabilities.argmax())
+        results.append((path, classes[index], float(probabilities[index])))
+        print(f"{path}\t{classes[index]}\t{probabilities[index]:.4f}")
+    return results

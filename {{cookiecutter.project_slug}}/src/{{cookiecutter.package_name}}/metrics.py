@@ -1,0 +1,43 @@
+"""Figures derived from a confusion matrix (T44) and written as CSV for any spreadsheet (T45)."""
+
+import csv
+from pathlib import Path
+
+import torch
+
+
+def confusion_matrix(targets: torch.Tensor, predictions: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """Rows are true classes, columns predicted classes; stays on the device of its inputs."""
+    flat = targets * num_classes + predictions
+    return torch.bincount(flat, minlength=num_classes**2).reshape(num_classes, num_classes)
+
+
+def per_class_report(matrix: torch.Tensor, classes: list[str]) -> list[dict]:
+    """Precision, recall, F1 and support per class, then macro and weighted averages."""
+    matrix = matrix.double()
+    true_positives = matrix.diag()
+    support = matrix.sum(1)
+    precision = true_positives / matrix.sum(0).clamp_min(1)
+    recall = true_positives / support.clamp_min(1)
+    f1 = 2 * precision * recall / (precision + recall).clamp_min(1e-12)
+    rows = [
+        {"class": name, "precision": p, "recall": r, "f1": f, "support": int(s)}
+        for name, p, r, f, s in zip(classes, precision.tolist(), recall.tolist(), f1.tolist(), support.tolist())
+    ]
+    weights = {"macro avg": torch.full_like(support, 1 / len(classes)), "weighted avg": support / support.sum()}
+    for label, w in weights.items():
+        averages = {key: float((w * value).sum()) for key, value in (("precision", precision), ("recall", recall), ("f1", f1))}
+        rows.append({"class": label, **averages, "support": int(support.sum())})
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_confusion_csv(path: Path, matrix: torch.Tensor, classes: list[str]) -> None:
+    rows = [{"true \\ predicted": name, **dict(zip(classes, row))} for name, row in zip(classes, matrix.tolist())]
+    write_csv(path, rows)

@@ -1,0 +1,115 @@
+"""Models: a small built-in CNN, any torchvision classifier, weight init, and safe weight loading."""
+
+import difflib
+import pickle
+from urllib.error import URLError
+
+import torch
+import torchvision
+from torch import nn
+
+from .errors import UserError
+
+BUILTIN = "small_cnn"
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # added by DDP and torch.compile (T19)
+
+
+class SmallCNN(nn.Module):
+    """Three conv blocks and a global-average-pooling head (T23); trains in seconds on a CPU."""
+
+    def __init__(self, num_classes: int, width: int = 32):
+        super().__init__()
+
+        def block(cin: int, cout: int) -> nn.Sequential:
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+        self.features = nn.Sequential(
+            block(3, width), nn.MaxPool2d(2), block(width, 2 * width), nn.MaxPool2d(2), block(2 * width, 4 * width)
+        )
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(4 * width, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.pool(self.features(x)), 1))
+
+
+def model_names() -> list[str]:
+    return [BUILTIN, *torchvision.models.list_models(module=torchvision.models)]
+
+
+def replace_head(model: nn.Module, num_classes: int) -> None:
+    """Swap the last Linear layer (fc, classifier[-1], heads.head, ...) for one with `num_classes` outputs."""
+    name, last = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)][-1]
+    parent_name, _, attr = name.rpartition(".")
+    setattr(model.get_submodule(parent_name), attr, nn.Linear(last.in_features, num_classes))
+
+
+def init_weights(model: nn.Module, scheme: str) -> None:
+    """Re-initialise every conv and linear layer (T16); `default` keeps the architecture's own init."""
+    if scheme == "default":
+        return
+    for module in model.modules():  # modules() walks the whole tree; children() only the top level
+        if isinstance(module, nn.Conv2d | nn.Linear):
+            if scheme == "kaiming":
+                nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
+            elif scheme == "xavier":
+                nn.init.xavier_uniform_(module.weight)
+            else:
+                nn.init.normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+
+def build_model(name: str, num_classes: int, pretrained: bool = False, init: str = "default") -> nn.Module:
+    if name == BUILTIN:
+        if pretrained:
+            raise UserError(f"{BUILTIN} has no pretrained weights; drop --pretrained or pick a torchvision model")
+        model = SmallCNN(num_classes)
+    elif name not in model_names():
+        close = difflib.get_close_matches(name, model_names(), n=3)
+        hint = f"did you mean {' or '.join(close)}?" if close else f"try {BUILTIN} or resnet18"
+        raise UserError(f"unknown model '{name}'; {hint}")
+    elif pretrained:
+        try:
+            model = torchvision.models.get_model(name, weights="DEFAULT")
+        except (URLError, OSError, RuntimeError) as exc:
+            raise UserError(
+                f"could not download pretrained weights for {name} ({exc}); connect to the internet once "
+                f"or copy the file into {torch.hub.get_dir()}/checkpoints, or drop --pretrained"
+            ) from None
+        replace_head(model, num_classes)
+    else:
+        model = torchvision.models.get_model(name, num_classes=num_classes)
+    if not pretrained:
+        init_weights(model, init)
+    return model
+
+
+def load_state_dict(path, map_location="cpu") -> dict:
+    """Read weights safely: tensors only (weights_only), onto any device (T18), wrapper prefixes removed (T19).
+
+    Accepts a plain state_dict or a checkpoint holding one under "model".
+    """
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise UserError(f"weights file {path} does not exist; pass the model.pt of a training run") from None
+    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise UserError(f"{path} is not a readable PyTorch weights file ({str(exc).splitlines()[0]})") from None
+    if isinstance(state.get("model"), dict):
+        state = state["model"]
+    return {_strip_prefixes(key): value for key, value in state.items()}
+
+
+def _strip_prefixes(key: str) -> str:
+    while key.startswith(WRAPPER_PREFIXES):
+        key = key.split(".", 1)[1]
+    return key
+
+
+def load_weights(model: nn.Module, path) -> None:
+    try:
+        model.load_state_dict(load_state_dict(path))
+    except RuntimeError as exc:
+        mismatch = " ".join(str(exc).split("\n", 1)[-1].split())
+        raise UserError(f"{path} does not fit this model: {mismatch[:300]}") from None

@@ -1,0 +1,50 @@
+"""Process set-up: which GPUs are visible, which device to use, and every random seed."""
+
+import os
+import random
+import re
+
+import numpy as np
+import torch
+
+from .errors import UserError
+
+GPU_IDS = re.compile(r"\d+(,\d+)*")
+
+
+def select_gpus(gpus: str) -> None:
+    """Export `gpus` as CUDA_VISIBLE_DEVICES; must run before anything initialises CUDA (T01)."""
+    ids = gpus.replace(" ", "")
+    if ids and (not GPU_IDS.fullmatch(ids) or len(set(ids.split(","))) != len(ids.split(","))):
+        raise UserError(f"--gpus {gpus!r} is not a list of distinct GPU ids; use e.g. --gpus 0 or --gpus 0,1")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ids
+
+
+def resolve_device(requested: str) -> torch.device:
+    """`auto` picks the first visible GPU, else the CPU with one line saying so (T02)."""
+    if torch.cuda.is_available() and requested != "cpu":
+        return torch.device("cuda", 0)
+    if requested == "cuda":
+        raise UserError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
+    if requested == "auto":
+        print("CUDA is not available: running on the CPU.")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    """Seed python, numpy and torch (T03); trade cudnn.benchmark for repeatability on request (T04)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    torch.use_deterministic_algorithms(deterministic)
+    torch.backends.cudnn.deterministic = deterministic
+    torch.backends.cudnn.benchmark = not deterministic
+
+
+def seed_worker(worker_id: int) -> None:
+    """DataLoader workers: derive numpy and python seeds from the seed torch gave this worker."""
+    seed = torch.initial_seed() % 2**32
+    np.random.seed(seed)
+    random.seed(seed)
