@@ -11,7 +11,10 @@ from .train import train
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="{{ cookiecutter.project_slug }}", description={{ cookiecutter.description | tojson }})
+    parser = argparse.ArgumentParser(
+        prog="{{ cookiecutter.project_slug }}",
+        description={{ cookiecutter.description | tojson }},
+    )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show full tracebacks instead of one-line errors")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -20,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="YAML file with config keys; flags given here override it")
     add_config_arguments(train)
 
-    evaluate = commands.add_parser("evaluate", parents=[common], help="accuracy and per-class report of trained weights")
+    evaluate = commands.add_parser("evaluate", parents=[common], help="accuracy and per-class report of weights")
     evaluate.add_argument("--weights", required=True, help="model.pt written by train")
     evaluate.add_argument("--data", help="dataset to evaluate on (default: the one trained on)")
     evaluate.add_argument("--data-root", help="where downloadable datasets live")

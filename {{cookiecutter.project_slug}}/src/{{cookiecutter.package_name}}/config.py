@@ -24,9 +24,7 @@ def option(default, help, **argparse_kwargs):
 
 @dataclass
 class TrainConfig:
-    data: str = option(
-        "synthetic", "synthetic, cifar10, mnist, fashion_mnist, or a folder with train/ and val/"
-    )
+    data: str = option("synthetic", "synthetic, cifar10, mnist, fashion_mnist, or a folder with train/ and val/")
     data_root: str = option("data", "where cifar10/mnist/fashion_mnist are downloaded")
     model: str = option("{{ cookiecutter.model }}", "small_cnn or any torchvision classification model")
     pretrained: bool = option(False, "start from torchvision's ImageNet weights")

@@ -22,7 +22,13 @@ NO_FLIP = {"mnist"}  # a mirrored digit is another symbol
 FOLDER_IMAGE_SIZE = 224
 STATS_SAMPLES = 512
 SYNTHETIC_TRAIN, SYNTHETIC_VAL = 2048, 512
-SYNTHETIC_HUES = {"red": (1, 0.2, 0.2), "green": (0.2, 1, 0.2), "blue": (0.2, 0.2, 1), "yellow": (1, 1, 0.2), "magenta": (1, 0.2, 1)}
+SYNTHETIC_HUES = {
+    "red": (1, 0.2, 0.2),
+    "green": (0.2, 1, 0.2),
+    "blue": (0.2, 0.2, 1),
+    "yellow": (1, 1, 0.2),
+    "magenta": (1, 0.2, 1),
+}
 SYNTHETIC_WIDTHS = {"wide": 2.0, "narrow": 3.0}  # stripes per image
 
 
@@ -84,8 +90,8 @@ def compute_mean_std(dataset, samples: int = STATS_SAMPLES, seed: int = 0) -> tu
     """Per-channel mean and std of (a random subset of) a dataset whose transform yields [0, 1] tensors (T08)."""
     picked = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[:samples]
     images = torch.stack([dataset[int(i)][0] for i in picked])
-    mean, std = images.mean(dim=(0, 2, 3)), images.std(dim=(0, 2, 3)).clamp_min(1e-6)
-    return [round(v, 4) for v in mean.tolist()], [round(v, 4) for v in std.tolist()]
+    mean, std = images.mean(dim=(0, 2, 3)), images.std(dim=(0, 2, 3))
+    return [round(v, 4) for v in mean.tolist()], [max(round(v, 4), 1e-3) for v in std.tolist()]  # never divide by 0
 
 
 def _image_folder(root: Path, split: str) -> datasets.ImageFolder:

@@ -22,11 +22,15 @@ def per_class_report(matrix: torch.Tensor, classes: list[str]) -> list[dict]:
     f1 = 2 * precision * recall / (precision + recall).clamp_min(1e-12)
     rows = [
         {"class": name, "precision": p, "recall": r, "f1": f, "support": int(s)}
-        for name, p, r, f, s in zip(classes, precision.tolist(), recall.tolist(), f1.tolist(), support.tolist())
+        for name, p, r, f, s in zip(
+            classes, precision.tolist(), recall.tolist(), f1.tolist(), support.tolist(), strict=True
+        )
     ]
     weights = {"macro avg": torch.full_like(support, 1 / len(classes)), "weighted avg": support / support.sum()}
     for label, w in weights.items():
-        averages = {key: float((w * value).sum()) for key, value in (("precision", precision), ("recall", recall), ("f1", f1))}
+        averages = {
+            key: float((w * value).sum()) for key, value in (("precision", precision), ("recall", recall), ("f1", f1))
+        }
         rows.append({"class": label, **averages, "support": int(support.sum())})
     return rows
 
@@ -39,5 +43,8 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def write_confusion_csv(path: Path, matrix: torch.Tensor, classes: list[str]) -> None:
-    rows = [{"true \\ predicted": name, **dict(zip(classes, row))} for name, row in zip(classes, matrix.tolist())]
+    rows = [
+        {"true \\ predicted": name, **dict(zip(classes, row, strict=True))}
+        for name, row in zip(classes, matrix.tolist(), strict=True)
+    ]
     write_csv(path, rows)

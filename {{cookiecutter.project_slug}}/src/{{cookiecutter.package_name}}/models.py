@@ -21,7 +21,9 @@ class SmallCNN(nn.Module):
         super().__init__()
 
         def block(cin: int, cout: int) -> nn.Sequential:
-            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+            return nn.Sequential(
+                nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)
+            )
 
         self.features = nn.Sequential(
             block(3, width), nn.MaxPool2d(2), block(width, 2 * width), nn.MaxPool2d(2), block(2 * width, 4 * width)

@@ -29,7 +29,9 @@ def build_scheduler(optimizer: torch.optim.Optimizer, cfg) -> torch.optim.lr_sch
     if cfg.scheduler == "step":
         return torch.optim.lr_scheduler.StepLR(optimizer, cfg.step_size, cfg.gamma)
     if cfg.scheduler == "cosine":
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: warmup_cosine(epoch, cfg.warmup_epochs, cfg.epochs))
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda epoch: warmup_cosine(epoch, cfg.warmup_epochs, cfg.epochs)
+        )
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1.0)
 
 

@@ -1,0 +1,62 @@
+import csv
+
+import pytest
+import torch
+from PIL import Image
+
+from {{ cookiecutter.package_name }}.cli import main
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without CUDA")
+SMOKE = ["--epochs", "1", "--batch-size", "4", "--device", "cpu", "--num-workers", "0"]
+
+
+def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsys):
+    run = tmp_path / "run"
+    args = ["train", "--data", str(image_folder), "--image-size", "32", "--output-dir", str(run), *SMOKE]
+    assert main(args) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].endswith(f"weights: {run / 'model.pt'}")
+
+    assert main(["evaluate", "--weights", str(run / "model.pt"), "--device", "cpu"]) == 0
+    assert capsys.readouterr().out.startswith("accuracy ")
+    with open(run / "per_class.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert [r["class"] for r in rows] == ["cats", "dogs", "macro avg", "weighted avg"]
+    assert sum(int(r["support"]) for r in rows[:2]) == 6
+    assert (run / "confusion_matrix.csv").read_text().startswith("true \\ predicted,cats,dogs")
+
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (64, 48), (200, 40, 40)).save(photo)
+    assert main(["predict", "--weights", str(run / "model.pt"), str(photo), "--device", "cpu"]) == 0
+    path, label, probability = capsys.readouterr().out.strip().split("\t")
+    assert path == str(photo) and label in ("cats", "dogs") and 0.5 <= float(probability) <= 1
+
+
+@no_cuda
+def test_auto_device_falls_back_to_cpu_with_one_line(tiny_config, capsys):
+    assert main(["train", "--max-steps-per-epoch", "1", "--output-dir", tiny_config.output_dir, *SMOKE[:4]]) == 0
+    assert capsys.readouterr().out.count("CUDA is not available: running on the CPU.") == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--device", "cuda"], "no CUDA GPU is visible", marks=no_cuda),
+        (["--gpus", "0,,1"], "not a list of distinct GPU ids"),
+        (["--gpus", "1,1"], "not a list of distinct GPU ids"),
+        (["--model", "resnet19"], "did you mean resnet18"),
+        (["--epochs", "0"], "--epochs must be at least 1"),
+        (["--data", "no/such/folder"], "no such folder"),
+    ],
+)
+def test_mistakes_get_one_line_and_exit_code_2(args, message, capsys, tmp_path):
+    assert main(["train", "--output-dir", str(tmp_path / "run"), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_predict_explains_an_unreadable_image(tiny_config, tmp_path, capsys):
+    assert main(["train", "--max-steps-per-epoch", "1", "--output-dir", tiny_config.output_dir, *SMOKE]) == 0
+    (tmp_path / "broken.png").write_bytes(b"no image")
+    weights = f"{tiny_config.output_dir}/model.pt"
+    assert main(["predict", "--weights", weights, str(tmp_path / "broken.png"), "--device", "cpu"]) == 2
+    assert "cannot read image" in capsys.readouterr().err

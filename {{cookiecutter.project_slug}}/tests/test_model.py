@@ -1,0 +1,58 @@
+import pytest
+import torch
+from torch import nn
+
+from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.models import SmallCNN, build_model, init_weights, load_state_dict, load_weights
+
+
+def test_small_cnn_maps_images_to_logits():
+    assert SmallCNN(7)(torch.zeros(2, 3, 32, 32)).shape == (2, 7)
+
+
+@pytest.mark.parametrize("name", ["{{ cookiecutter.model }}", "resnet18", "mobilenet_v3_small"])
+def test_any_model_gets_the_requested_number_of_classes(name):
+    model = build_model(name, num_classes=5).eval()
+    assert model(torch.zeros(1, 3, 32, 32)).shape == (1, 5)
+
+
+def test_unknown_model_names_suggest_close_ones():
+    with pytest.raises(UserError, match="did you mean resnet18"):
+        build_model("resnet19", 10)
+
+
+def test_builtin_model_refuses_pretrained_weights():
+    with pytest.raises(UserError, match="no pretrained weights"):
+        build_model("small_cnn", 10, pretrained=True)
+
+
+def test_init_schemes_reinitialise_every_conv_and_linear_layer():
+    torch.manual_seed(0)
+    model = SmallCNN(10)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    init_weights(model, "default")
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    init_weights(model, "normal")
+    layers = [m for m in model.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
+    assert all(abs(m.weight.std().item() - 0.02) < 0.005 for m in layers)
+    assert torch.count_nonzero(model.fc.bias) == 0
+
+
+def test_weights_saved_by_a_wrapped_model_load_into_a_plain_one(tmp_path):
+    source = SmallCNN(3)
+    wrapped = {f"module._orig_mod.{k}": v for k, v in source.state_dict().items()}  # DDP around torch.compile
+    torch.save(wrapped, tmp_path / "w.pt")
+    assert set(load_state_dict(tmp_path / "w.pt")) == set(source.state_dict())
+    target = SmallCNN(3)
+    load_weights(target, tmp_path / "w.pt")
+    expected = source.state_dict()
+    assert all(torch.equal(expected[k], v) for k, v in target.state_dict().items())
+
+
+def test_weights_of_another_model_are_refused_with_the_mismatch(tmp_path):
+    torch.save(SmallCNN(3).state_dict(), tmp_path / "w.pt")
+    with pytest.raises(UserError, match="does not fit this model"):
+        load_weights(SmallCNN(4), tmp_path / "w.pt")
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(UserError, match="not a readable PyTorch weights file"):
+        load_weights(SmallCNN(3), tmp_path / "bad.pt")

@@ -1,0 +1,82 @@
+import csv
+from dataclasses import replace
+
+import pytest
+import torch
+import yaml
+
+from {{ cookiecutter.package_name }}.config import TrainConfig, load_config_file, make_config
+from {{ cookiecutter.package_name }}.data import SyntheticImages
+from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.metrics import confusion_matrix, per_class_report
+from {{ cookiecutter.package_name }}.models import SmallCNN
+from {{ cookiecutter.package_name }}.optim import parameter_groups, warmup_cosine
+from {{ cookiecutter.package_name }}.train import METRICS_COLUMNS, train
+
+
+def read_metrics(run_dir):
+    with open(run_dir / "metrics.csv") as file:
+        return list(csv.DictReader(file))
+
+
+def test_a_run_writes_resolved_config_metrics_and_weights(tiny_config, tmp_path):
+    result = train(replace(tiny_config, epochs=2))
+    run = tmp_path / "run"
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["image_size"] == 32 and len(saved["mean"]) == 3 and saved["lr"] == 0.05
+    assert TrainConfig(**load_config_file(run / "config.yaml")) == result["config"]
+    rows = read_metrics(run)
+    assert list(rows[0]) == METRICS_COLUMNS and [r["epoch"] for r in rows] == ["1", "2"]
+    assert all(torch.isfinite(torch.tensor(float(r["train_loss"]))) for r in rows)
+    assert (run / "classes.txt").read_text().split() == SyntheticImages.classes
+    state = torch.load(run / "model.pt", weights_only=True)
+    assert set(state) == set(SmallCNN(10).state_dict())
+
+
+def test_same_seed_gives_identical_metrics(tiny_config, tmp_path):
+    first = train(replace(tiny_config, output_dir=str(tmp_path / "a")))["metrics"]
+    second = train(replace(tiny_config, output_dir=str(tmp_path / "b")))["metrics"]
+    strip = [{k: v for k, v in row.items() if k != "seconds"} for row in first + second]
+    assert strip[: len(first)] == strip[len(first) :]
+
+
+def test_lr_follows_the_schedule_per_epoch(tiny_config):
+    rows = train(replace(tiny_config, epochs=4, warmup_epochs=1, lr=0.1))["metrics"]
+    expected = [0.1 * warmup_cosine(epoch, 1, 4) for epoch in range(4)]
+    assert [row["lr"] for row in rows] == pytest.approx(expected)
+    assert expected[0] == pytest.approx(0.05) and expected[1] == pytest.approx(0.1)
+
+
+def test_config_file_is_overridden_by_flags(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("epochs: 7\nbatch_size: 8\nlr: 1\n")
+    cfg = make_config({"batch_size": 4}, str(path))
+    assert (cfg.epochs, cfg.batch_size, cfg.lr) == (7, 4, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("epochs: [1\n", "not valid YAML"), ("epoch: 3\n", "unknown keys"), ("epochs: many\n", "must be int")],
+)
+def test_bad_config_files_are_explained(tmp_path, text, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message):
+        make_config({}, str(path))
+
+
+def test_no_weight_decay_on_biases_and_norm_weights():
+    decay, no_decay = parameter_groups(SmallCNN(10), weight_decay=0.1)
+    assert decay["weight_decay"] == 0.1 and all(p.ndim > 1 for p in decay["params"])
+    assert no_decay["weight_decay"] == 0 and all(p.ndim <= 1 for p in no_decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(SmallCNN(10).parameters()))
+
+
+def test_report_from_a_confusion_matrix():
+    targets, predictions = torch.tensor([0, 0, 1, 1, 1, 2]), torch.tensor([0, 1, 1, 1, 2, 2])
+    matrix = confusion_matrix(targets, predictions, 3)
+    assert matrix.sum() == len(targets) and matrix.tolist() == [[1, 1, 0], [0, 2, 1], [0, 0, 1]]
+    rows = {row["class"]: row for row in per_class_report(matrix, ["a", "b", "c"])}
+    assert rows["a"]["precision"] == 1 and rows["a"]["recall"] == 0.5 and rows["b"]["f1"] == pytest.approx(2 / 3)
+    assert rows["weighted avg"]["recall"] == pytest.approx((matrix.trace() / matrix.sum()).item())  # micro-F1 = acc
+    assert rows["macro avg"]["support"] == 6
