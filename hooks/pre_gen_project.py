@@ -26,12 +26,14 @@ def problems(ctx: dict):
     slug = ctx["project_slug"]
     if not SLUG.fullmatch(slug):
         yield (
-            f"project_slug {slug!r} must be lower-case letters, digits and single - or _ separators, "
-            "starting with a letter; e.g. 'flower-classifier'"
+            f"project_slug {slug!r} (the folder name, derived from the project name unless given) must be "
+            "lower-case letters, digits and single - or _ separators, starting with a letter; e.g. 'flower-classifier'"
         )
     package = ctx["package_name"]
     if not PACKAGE.fullmatch(package) or keyword.iskeyword(package):
         yield f"package_name {package!r} is not a lower-case Python identifier; e.g. 'flower_classifier'"
+    elif len(package) > 40:
+        yield f"package_name {package!r} is longer than 40 characters; it must be at most 40 characters"
     elif package in SHADOWED:
         yield f"package_name {package!r} would shadow the module of that name; pick another, e.g. '{package}_cls'"
     gpu_ids = ctx["gpu_ids"].replace(" ", "")

@@ -1,3 +1,3 @@
-{{ cookiecutter.description | tojson }}
+{{ cookiecutter.description | quoted }}
 
 __version__ = "0.1.0"

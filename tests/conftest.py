@@ -1,0 +1,21 @@
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from helpers import baked_project
+
+
+def pytest_configure(config):
+    os.environ["OMP_NUM_THREADS"] = "1"  # many workers on 2 cores: threads would only fight
+    # cookiecutter leaves every rendered hook behind as a temp file (won't fix upstream): keep them
+    # out of the system temp dir by pointing this process's temp dir at a private folder.
+    private = Path(tempfile.mkdtemp(prefix="torch-template-tests-"))
+    tempfile.tempdir = str(private)
+    config.add_cleanup(lambda: shutil.rmtree(private, ignore_errors=True))
+
+
+@pytest.fixture(scope="session")
+def default_project(cookies_session) -> Path:
+    return baked_project(cookies_session)

@@ -1,0 +1,66 @@
+"""The pre-generation hook: every bad answer is one `ERROR:` line and leaves nothing on disk."""
+
+import ast
+import tomllib
+
+import pytest
+from helpers import SYSTEM_TEMP, bake, baked_project, last_output_dir, package_of
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        ({"project_name": "   "}, "project_name is empty"),
+        ({"project_slug": "My Project"}, "project_slug 'My Project' (the folder name"),
+        ({"project_name": "2048 Classifier"}, "project_slug '2048-classifier' (the folder name"),
+        ({"package_name": "my-package"}, "not a lower-case Python identifier"),
+        ({"package_name": "class"}, "not a lower-case Python identifier"),
+        ({"package_name": "torch"}, "would shadow the module"),
+        ({"package_name": "json"}, "would shadow the module"),
+        ({"package_name": "test"}, "would shadow the module"),
+        ({"package_name": "a" * 41}, "at most 40 characters"),
+        ({"gpu_ids": "a,b"}, "must be comma-separated GPU numbers"),
+        ({"gpu_ids": "0,,1"}, "must be comma-separated GPU numbers"),
+        ({"gpu_ids": "-1"}, "must be comma-separated GPU numbers"),
+        ({"gpu_ids": "0,1,0"}, "lists a GPU twice"),
+    ],
+)
+def test_bad_answers_give_one_error_line_and_no_output(cookies, capfd, answers, message):
+    result = bake(cookies, **answers)
+    assert result.exit_code != 0
+    err = capfd.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("ERROR: ") and "hook script" not in line]
+    assert len(errors) == 1 and message in errors[0], errors
+    assert list(last_output_dir(cookies).iterdir()) == []
+
+
+def test_a_model_outside_the_choices_is_refused(cookies):
+    result = bake(cookies, model="alexnet_xl")
+    assert result.exit_code != 0 and "choices" in str(result.exception)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['Quotes " and \' and """ triple', "back\\slash \\n, a tab\t, {braces} and %s", "Ünïcödé – 分類器 🐈"],
+)
+def test_free_text_renders_safely_and_intact(cookies, text):
+    project = baked_project(cookies, project_name="Safe Name", description=text, author_name=text)
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    assert meta["description"] == text and meta["authors"] == [{"name": text}]
+    package = project / "src" / package_of(project)
+    assert ast.get_docstring(ast.parse((package / "__init__.py").read_text()), clean=False) == text
+    for path in project.rglob("*.py"):
+        compile(path.read_text(), str(path), "exec")
+    assert text in (project / "README.md").read_text()
+
+
+def test_gpu_ids_may_be_empty_for_cpu_only(cookies):
+    project = baked_project(cookies, gpu_ids="")
+    assert 'gpus: str = option("",' in (project / "src" / package_of(project) / "config.py").read_text()
+
+
+def test_hooks_leave_no_temp_files_in_the_system_temp_dir(cookies):
+    before = set(SYSTEM_TEMP.glob("tmp*.py"))
+    baked_project(cookies)
+    bake(cookies, gpu_ids="x")
+    assert set(SYSTEM_TEMP.glob("tmp*.py")) == before

@@ -1,0 +1,41 @@
+"""The template itself: every file and path is valid Jinja, every variable is declared and prompted."""
+
+import re
+from pathlib import Path
+
+import pytest
+from cookiecutter.environment import StrictEnvironment
+from helpers import CHOICES, CONTEXT, ROOT, TEMPLATE
+
+TEMPLATE_FILES = sorted(p for p in TEMPLATE.rglob("*") if p.is_file()) + sorted((ROOT / "hooks").glob("*.py"))
+VARIABLE = re.compile(r"cookiecutter\.(\w+)")
+
+
+@pytest.fixture(scope="module")
+def env():
+    options = CONTEXT["_jinja2_env_vars"]
+    return StrictEnvironment(context={"cookiecutter": CONTEXT}, keep_trailing_newline=True, **options)
+
+
+@pytest.mark.parametrize("path", TEMPLATE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_template_file_and_path_parses(env, path: Path):
+    env.parse(str(path.relative_to(ROOT)))
+    env.parse(path.read_text(encoding="utf-8"))  # also refuses binary files such as stray caches
+
+
+def test_every_variable_used_is_declared():
+    used = set()
+    for path in [*TEMPLATE_FILES, *TEMPLATE.rglob("*")]:
+        text = str(path.relative_to(ROOT)) + (path.read_text() if path.is_file() else "")
+        used |= set(VARIABLE.findall(text))
+    assert used - set(CONTEXT) == set()
+    unused = {k for k in CONTEXT if not k.startswith("_")} - used
+    assert unused == set(), "answers that change nothing"
+
+
+def test_every_variable_has_a_prompt_and_every_choice_a_label():
+    prompts = CONTEXT["__prompts__"]
+    assert {k for k in CONTEXT if not k.startswith("_")} == set(prompts)
+    for name, options in CHOICES.items():
+        assert set(prompts[name]) == {"__prompt__", *options}
+    assert CHOICES["model"][0] == "small_cnn"
