@@ -5,12 +5,15 @@ import json
 from jinja2.ext import Extension
 
 
-def quoted(value: str) -> str:
-    """`value` as a double-quoted string literal valid in both Python and TOML, whatever it contains."""
-    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+def escaped(value: str) -> str:
+    """`value` escaped for the inside of a double-quoted Python or TOML string, whatever it contains.
+
+    Used as `"{{ cookiecutter.x | escaped }}"`, so template files stay valid Python and TOML unrendered.
+    """
+    return json.dumps(value, ensure_ascii=False)[1:-1].replace("\x7f", "\\u007f")
 
 
-class QuotedExtension(Extension):
+class EscapedExtension(Extension):
     def __init__(self, environment):
         super().__init__(environment)
-        environment.filters["quoted"] = quoted
+        environment.filters["escaped"] = escaped

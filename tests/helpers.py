@@ -7,6 +7,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # noqa: F401 (re-exported for the tests)
+
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "{{cookiecutter.project_slug}}"
 CONTEXT = json.loads((ROOT / "cookiecutter.json").read_text())

@@ -1,10 +1,9 @@
 """The pre-generation hook: every bad answer is one `ERROR:` line and leaves nothing on disk."""
 
 import ast
-import tomllib
 
 import pytest
-from helpers import SYSTEM_TEMP, bake, baked_project, last_output_dir, package_of
+from helpers import SYSTEM_TEMP, bake, baked_project, last_output_dir, package_of, tomllib
 
 
 @pytest.mark.parametrize(

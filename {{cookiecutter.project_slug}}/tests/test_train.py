@@ -9,7 +9,7 @@ from {{ cookiecutter.package_name }}.config import TrainConfig, load_config_file
 from {{ cookiecutter.package_name }}.data import SyntheticImages
 from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.metrics import confusion_matrix, per_class_report
-from {{ cookiecutter.package_name }}.models import SmallCNN
+from {{ cookiecutter.package_name }}.models import SmallCNN, build_model
 from {{ cookiecutter.package_name }}.optim import parameter_groups, warmup_cosine
 from {{ cookiecutter.package_name }}.train import METRICS_COLUMNS, train
 
@@ -30,7 +30,7 @@ def test_a_run_writes_resolved_config_metrics_and_weights(tiny_config, tmp_path)
     assert all(torch.isfinite(torch.tensor(float(r["train_loss"]))) for r in rows)
     assert (run / "classes.txt").read_text().split() == SyntheticImages.classes
     state = torch.load(run / "model.pt", weights_only=True)
-    assert set(state) == set(SmallCNN(10).state_dict())
+    assert set(state) == set(build_model(tiny_config.model, 10).state_dict())
 
 
 def test_same_seed_gives_identical_metrics(tiny_config, tmp_path):

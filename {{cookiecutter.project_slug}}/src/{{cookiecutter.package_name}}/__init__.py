@@ -1,3 +1,3 @@
-{{ cookiecutter.description | quoted }}
+"{{ cookiecutter.description | escaped }}"
 
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ from .train import train
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="{{ cookiecutter.project_slug }}",
-        description={{ cookiecutter.description | quoted }},
+        description="{{ cookiecutter.description | escaped }}",
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show full tracebacks instead of one-line errors")
