@@ -35,11 +35,14 @@ def test_render_has_no_leftover_jinja_and_valid_files(model_project):
     assert scripts == {model_project.name: f"{package}.cli:main"}
 
 
-def test_render_is_ruff_clean(model_project):
+def assert_ruff_clean(project: Path) -> None:
     for command in (["check", "--no-cache", "."], ["format", "--no-cache", "--check", "."]):
-        ruff = [sys.executable, "-m", "ruff", *command]
-        done = subprocess.run(ruff, cwd=model_project, capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=project, capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_render_is_ruff_clean(model_project):
+    assert_ruff_clean(model_project)
 
 
 def test_generated_tests_pass(model_project):
@@ -93,3 +96,7 @@ def test_image_folder_trains_evaluates_and_predicts(default_project, tmp_path):
     done = run_in(default_project, "-m", package, "predict", "--weights", str(run / "model.pt"), str(image))
     path, label, probability = done.stdout.strip().splitlines()[-1].split("\t")
     assert path == str(image) and label in ("red", "blue") and 0.5 <= float(probability) <= 1
+
+
+def test_longest_allowed_package_name_is_still_ruff_clean(cookies):
+    assert_ruff_clean(baked_project(cookies, project_slug="a" * 60, package_name="b" * 40))

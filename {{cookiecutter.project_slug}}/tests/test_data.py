@@ -1,10 +1,17 @@
 from dataclasses import replace
+from urllib.error import URLError
 
 import pytest
 import torch
 from PIL import Image
 
-from {{ cookiecutter.package_name }}.data import SyntheticImages, build_data, build_transform, compute_mean_std
+from {{ cookiecutter.package_name }}.data import (
+    DOWNLOADABLE,
+    SyntheticImages,
+    build_data,
+    build_transform,
+    compute_mean_std,
+)
 from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.train import resolve
 
@@ -65,3 +72,12 @@ def test_bad_image_folders_are_explained(tmp_path, image_folder, tiny_config, la
     cfg = replace(tiny_config, data=str(root), mean=[0.5] * 3, std=[0.5] * 3)
     with pytest.raises(UserError, match=message):
         build_data(resolve(cfg), torch.device("cpu"))
+
+
+def test_offline_download_is_one_clear_error(tiny_config, monkeypatch):
+    def offline(*args, **kwargs):
+        raise URLError("no network")
+
+    monkeypatch.setitem(DOWNLOADABLE, "cifar10", offline)
+    with pytest.raises(UserError, match="could not download cifar10 into data"):
+        resolve(replace(tiny_config, data="cifar10"))

@@ -1,9 +1,18 @@
+from urllib.error import URLError
+
 import pytest
 import torch
+import torchvision
 from torch import nn
 
 from {{ cookiecutter.package_name }}.errors import UserError
-from {{ cookiecutter.package_name }}.models import SmallCNN, build_model, init_weights, load_state_dict, load_weights
+from {{ cookiecutter.package_name }}.models import (
+    SmallCNN,
+    build_model,
+    init_weights,
+    load_state_dict,
+    load_weights,
+)
 
 
 def test_small_cnn_maps_images_to_logits():
@@ -56,3 +65,12 @@ def test_weights_of_another_model_are_refused_with_the_mismatch(tmp_path):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(UserError, match="not a readable PyTorch weights file"):
         load_weights(SmallCNN(3), tmp_path / "bad.pt")
+
+
+def test_pretrained_weights_offline_are_one_clear_error(monkeypatch):
+    def offline(*args, **kwargs):
+        raise URLError("no network")
+
+    monkeypatch.setattr(torchvision.models, "get_model", offline)
+    with pytest.raises(UserError, match="could not download pretrained weights for resnet18"):
+        build_model("resnet18", 10, pretrained=True)
