@@ -1,16 +1,25 @@
 """Remove the files of features that are off, from one declarative table.
 
-Standard library only. Paths are relative to the generated project; `{package}` is the package folder.
+Standard library only. Paths are relative to the generated project; `{package}` is src/<package_name>.
+The template's tests read this table too, to check that each file exists exactly when its feature is on.
 """
 
 import json
-import shutil
 from pathlib import Path
 
 CTX = json.loads(r"""{{ cookiecutter | tojson }}""")
 
 # feature (a boolean answer) -> files that exist only when it is on
-FEATURE_FILES: dict[str, list[str]] = {}
+FEATURE_FILES = {
+    "use_amp": ["{package}/amp.py", "tests/test_amp.py"],
+    "use_sync_bn": ["{package}/sync_bn.py", "tests/test_sync_bn.py"],
+    "use_freezing": ["{package}/freezing.py", "tests/test_freezing.py"],
+    "use_layerwise_lr": ["tests/test_layerwise_lr.py"],
+    "use_mixup": ["{package}/mixup.py", "tests/test_mixup.py"],
+    "use_label_smoothing": ["tests/test_label_smoothing.py"],
+    "use_grad_clipping": ["tests/test_grad_clipping.py"],
+    "use_checkpointing": ["{package}/checkpoint.py", "tests/test_checkpoint.py"],
+}
 
 
 def main() -> None:
@@ -19,11 +28,7 @@ def main() -> None:
         if CTX[feature]:
             continue
         for path in paths:
-            target = Path(path.format(package=package))
-            if target.is_dir():
-                shutil.rmtree(target)
-            else:
-                target.unlink(missing_ok=True)
+            Path(path.format(package=package)).unlink()  # a missing file is a bug in this table: fail loudly
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
 import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 from PIL import Image
 
+from {{ cookiecutter.package_name }} import cli
 from {{ cookiecutter.package_name }}.cli import main
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without CUDA")
@@ -60,3 +65,17 @@ def test_predict_explains_an_unreadable_image(tiny_config, tmp_path, capsys):
     weights = f"{tiny_config.output_dir}/model.pt"
     assert main(["predict", "--weights", weights, str(tmp_path / "broken.png"), "--device", "cpu"]) == 2
     assert "cannot read image" in capsys.readouterr().err
+
+
+def test_gpu_ids_are_exported_before_cuda_starts_in_a_fresh_process(tmp_path):
+    probe = (
+        "import os, torch\n"
+        "from {{ cookiecutter.package_name }} import cli\n"
+        "cli.train = lambda cfg: print(os.environ['CUDA_VISIBLE_DEVICES'], torch.cuda.is_initialized())\n"
+        "raise SystemExit(cli.main(['train', '--gpus', '2,3']))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1])}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2,3", "False"]

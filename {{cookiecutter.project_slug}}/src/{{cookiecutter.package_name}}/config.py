@@ -34,8 +34,10 @@ class TrainConfig:
         choices=["default", "kaiming", "xavier", "normal"],
     )
     image_size: int | None = option(None, "input size (auto: the dataset's own, 224 for folders)")
-    mean: list[float] | None = option(None, "normalisation mean (auto: ImageNet if pretrained, else data)")
-    std: list[float] | None = option(None, "normalisation std (auto: as for --mean)")
+    mean: list[float] | None = option(
+        None, "normalisation mean (auto: ImageNet if pretrained, else data)", nargs=3, metavar=("R", "G", "B")
+    )
+    std: list[float] | None = option(None, "normalisation std (auto: as for --mean)", nargs=3, metavar=("R", "G", "B"))
     epochs: int = option(5, "number of epochs")
     batch_size: int = option(64, "images per step")
     optimizer: str = option("sgd", "optimizer", choices=["sgd", "adamw"])
@@ -53,18 +55,83 @@ class TrainConfig:
     num_workers: int | None = option(None, "data-loading processes (auto: 0 for synthetic data, else up to 8)")
     output_dir: str | None = option(None, "where results go (auto: runs/<date-time>)")
     max_steps_per_epoch: int | None = option(None, "cap training and validation steps per epoch (smoke runs)")
+{% if cookiecutter.use_amp %}
+    precision: str = option("{{ cookiecutter.amp_precision }}", "autocast precision (fp32 turns it off)", choices=["fp32", "bf16", "fp16"])
+{% endif %}
+{% if cookiecutter.use_sync_bn %}
+    sync_bn: bool = option(True, "BatchNorm becomes SyncBatchNorm when training on several GPUs")
+{% endif %}
+{% if cookiecutter.use_freezing %}
+    freeze: list[str] | None = option(
+        None, "freeze parameters whose name starts with or glob-matches a pattern", metavar="PATTERN"
+    )
+{% endif %}
+{% if cookiecutter.use_layerwise_lr %}
+    lr_mult: list[str] | None = option(
+        None, "learning-rate multiplier of matching parameters, e.g. fc=10", metavar="PATTERN=MULT"
+    )
+{% endif %}
+{% if cookiecutter.use_mixup %}
+    mixup_alpha: float = option(0.2, "MixUp Beta(alpha, alpha) on training batches (0 turns it off)")
+    cutmix_alpha: float = option(0.0, "CutMix Beta(alpha, alpha) on training batches (0 turns it off)")
+    cutmix_prob: float = option(0.5, "chance of CutMix instead of MixUp when both alphas are set")
+{% endif %}
+{% if cookiecutter.use_label_smoothing %}
+    label_smoothing: float = option(0.1, "label smoothing of the training loss (0 turns it off)")
+{% endif %}
+{% if cookiecutter.use_grad_clipping %}
+    clip_grad_norm: float = option(1.0, "clip the gradient norm to this value (0 turns it off)")
+    clip_grad_norm_type: float = option(2.0, "the p of the clipped p-norm (inf for the max norm)")
+{% endif %}
+{% if cookiecutter.use_checkpointing %}
+    resume: str | None = option(None, "checkpoint to continue from, or auto: the newest valid one in --output-dir")
+{% endif %}
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "image_size", "max_steps_per_epoch", "step_size"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        for name in ("lr", "weight_decay", "momentum", "warmup_epochs", "num_workers"):
+        non_negative = ["lr", "weight_decay", "momentum", "warmup_epochs", "num_workers"]
+{% if cookiecutter.use_mixup %}
+        non_negative += ["mixup_alpha", "cutmix_alpha"]
+{% endif %}
+{% if cookiecutter.use_grad_clipping %}
+        non_negative += ["clip_grad_norm"]
+{% endif %}
+        for name in non_negative:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise UserError(f"--{name.replace('_', '-')} must not be negative, got {value}")
+{% if cookiecutter.use_mixup %}
+        if not 0 <= self.cutmix_prob <= 1:
+            raise UserError(f"--cutmix-prob must be between 0 and 1, got {self.cutmix_prob}")
+{% endif %}
+{% if cookiecutter.use_label_smoothing %}
+        if not 0 <= self.label_smoothing < 1:
+            raise UserError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
+{% endif %}
+{% if cookiecutter.use_layerwise_lr %}
+        parse_lr_mults(self.lr_mult)  # refuse malformed PATTERN=MULT items before anything starts
+{% endif %}
 
 
+{% if cookiecutter.use_layerwise_lr %}
+def parse_lr_mults(items: list[str] | None) -> dict[str, float]:
+    """["fc=10", "layer4=2"] -> {"fc": 10.0, "layer4": 2.0}."""
+    mults = {}
+    for item in items or []:
+        pattern, _, value = item.partition("=")
+        try:
+            mults[pattern] = float(value)
+        except ValueError:
+            mults[pattern] = -1.0
+        if not pattern or mults[pattern] <= 0:
+            raise UserError(f"--lr-mult {item!r} must be PATTERN=MULT with a positive number, e.g. fc=10")
+    return mults
+
+
+{% endif %}
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 TYPES = typing.get_type_hints(TrainConfig)
 
@@ -80,15 +147,13 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per config field; only flags actually given end up in the parsed namespace."""
     for name, spec in FIELDS.items():
         kind = _base_type(TYPES[name])
-        kwargs = {"default": argparse.SUPPRESS, "help": spec.metadata["help"]}
+        kwargs = {"default": argparse.SUPPRESS, **spec.metadata}
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(kind) is list:
-            kwargs.update(type=float, nargs=3, metavar=("R", "G", "B"))
+            kwargs = {"type": typing.get_args(kind)[0], "nargs": "+", **kwargs}
         else:
             kwargs["type"] = kind
-            if "choices" in spec.metadata:
-                kwargs["choices"] = spec.metadata["choices"]
         parser.add_argument("--" + name.replace("_", "-"), **kwargs)
 
 
@@ -99,14 +164,17 @@ def _coerce(name: str, value):
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if typing.get_origin(kind) is list:
-        ok = isinstance(value, list) and len(value) == 3 and all(isinstance(v, int | float) for v in value)
-        if ok:
-            return [float(v) for v in value]
+        item, length = typing.get_args(kind)[0], FIELDS[name].metadata.get("nargs")
+        if isinstance(value, str) and item is str:
+            value = [value]
+        allowed = (int, float) if item is float else item
+        if isinstance(value, list) and all(isinstance(v, allowed) for v in value) and length in (None, len(value)):
+            return [item(v) for v in value]
     elif isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
         choices = FIELDS[name].metadata.get("choices")
         if choices is None or value in choices:
             return value
-    expected = "a list of 3 numbers" if typing.get_origin(kind) is list else kind.__name__
+    expected = f"a list of {typing.get_args(kind)[0].__name__}" if typing.get_origin(kind) is list else kind.__name__
     raise UserError(f"config key '{name}' must be {expected}, got {value!r}; fix the config file")
 
 

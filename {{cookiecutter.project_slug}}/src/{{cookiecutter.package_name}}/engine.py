@@ -6,6 +6,9 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+{% if cookiecutter.use_amp %}
+from .amp import autocast
+{% endif %}
 from .metrics import confusion_matrix
 
 
@@ -15,40 +18,97 @@ def _batches(loader, max_steps: int | None, description: str):
     return tqdm(itertools.islice(loader, steps), total=steps, desc=description, leave=False, disable=None)
 
 
-def train_one_epoch(model, loader, criterion, optimizer, device, max_steps=None) -> dict:
+{% set loss_targets = "soft_targets" if cookiecutter.use_mixup else "targets" %}
+def train_one_epoch(
+    model,
+    loader,
+    criterion,
+    optimizer,
+    device,
+    cfg,
+{% if cookiecutter.use_amp %}
+    scaler,
+{% endif %}
+{% if cookiecutter.use_mixup %}
+    mix=None,
+{% endif %}
+) -> dict:
     model.train()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), dtype=torch.long, device=device)
-    seen = 0
-    for images, targets in _batches(loader, max_steps, "train"):
+{% if cookiecutter.use_grad_clipping %}
+    grad_norm_sum = torch.zeros((), device=device)
+{% endif %}
+    seen = steps = 0
+    for images, targets in _batches(loader, cfg.max_steps_per_epoch, "train"):
         images = images.to(device, non_blocking=True)
         targets = targets.to(device, non_blocking=True)
+{% if cookiecutter.use_mixup %}
+        images, soft_targets = mix(images, targets) if mix else (images, targets)  # T34
+{% endif %}
+{% if cookiecutter.use_amp %}
+        with autocast(cfg.precision, device):  # T38
+            logits = model(images)
+            loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax (T10)
+{% else %}
         logits = model(images)
-        loss = criterion(logits, targets)  # raw logits: CrossEntropyLoss applies log-softmax itself (T10)
+        loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax (T10)
+{% endif %}
         optimizer.zero_grad(set_to_none=True)
+{% if cookiecutter.use_amp %}
+        scaler.scale(loss).backward()
+{% else %}
         loss.backward()
+{% endif %}
+{% if cookiecutter.use_grad_clipping %}
+        if cfg.clip_grad_norm:  # T32
+{% if cookiecutter.use_amp %}
+            scaler.unscale_(optimizer)  # clip the true gradients, not the loss-scaled ones
+{% endif %}
+            grad_norm_sum += nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm, cfg.clip_grad_norm_type)
+{% endif %}
+{% if cookiecutter.use_amp %}
+        scaler.step(optimizer)
+        scaler.update()
+{% else %}
         optimizer.step()
+{% endif %}
         loss_sum += loss.detach() * len(targets)
         correct += (logits.argmax(1) == targets).sum()
         seen += len(targets)
+        steps += 1
+{% if cookiecutter.use_grad_clipping %}
+    stats = {"train_loss": loss_sum.item() / seen, "train_acc": correct.item() / seen}
+    if cfg.clip_grad_norm:
+        stats["grad_norm"] = grad_norm_sum.item() / steps  # mean norm before clipping
+    return stats
+{% else %}
     return {"train_loss": loss_sum.item() / seen, "train_acc": correct.item() / seen}
+{% endif %}
 
 
 @torch.inference_mode()
-def evaluate(model, loader, criterion, device, num_classes: int, max_steps=None) -> dict:
+{% if cookiecutter.use_amp %}
+def evaluate(model, loader, device, num_classes: int, max_steps=None, precision: str = "fp32") -> dict:
+{% else %}
+def evaluate(model, loader, device, num_classes: int, max_steps=None) -> dict:
+{% endif %}
+    """Loss and confusion matrix on hard labels, with plain cross-entropy whatever the training loss."""
     model.eval()
+    criterion = nn.CrossEntropyLoss(reduction="sum")
     loss_sum = torch.zeros((), device=device)
     matrix = torch.zeros(num_classes, num_classes, dtype=torch.long, device=device)
     for images, targets in _batches(loader, max_steps, "val"):
         images = images.to(device, non_blocking=True)
         targets = targets.to(device, non_blocking=True)
+{% if cookiecutter.use_amp %}
+        with autocast(precision, device):
+            logits = model(images)
+{% else %}
         logits = model(images)
-        loss_sum += criterion(logits, targets) * len(targets)
+{% endif %}
+        loss_sum += criterion(logits.float(), targets)
         matrix += confusion_matrix(targets, logits.argmax(1), num_classes)
     matrix = matrix.cpu()
     seen = int(matrix.sum())
     return {"val_loss": loss_sum.item() / seen, "val_acc": matrix.trace().item() / seen, "confusion": matrix}
-
-
-def make_criterion() -> nn.Module:
-    return nn.CrossEntropyLoss()

@@ -8,7 +8,7 @@ from PIL import Image, UnidentifiedImageError
 
 from .config import TrainConfig, load_config_file
 from .data import build_data, build_transform
-from .engine import evaluate, make_criterion
+from .engine import evaluate
 from .errors import UserError
 from .metrics import per_class_report, write_confusion_csv, write_csv
 from .models import build_model, load_weights
@@ -31,7 +31,11 @@ def evaluate_run(weights: str, device: torch.device, output_dir: str | None = No
     data = build_data(cfg, device, train=False)
     if data.classes != classes:
         raise UserError(f"{cfg.data} has classes {data.classes}, the model was trained on {classes}")
-    stats = evaluate(model, data.val, make_criterion(), device, len(classes))
+{% if cookiecutter.use_amp %}
+    stats = evaluate(model, data.val, device, len(classes), precision=cfg.precision)
+{% else %}
+    stats = evaluate(model, data.val, device, len(classes))
+{% endif %}
     out = Path(output_dir or Path(weights).parent)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "per_class.csv", per_class_report(stats["confusion"], classes))

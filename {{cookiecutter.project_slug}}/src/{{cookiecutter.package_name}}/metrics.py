@@ -1,6 +1,7 @@
 """Figures derived from a confusion matrix (T44) and written as CSV for any spreadsheet (T45)."""
 
 import csv
+import os
 from pathlib import Path
 
 import torch
@@ -36,10 +37,13 @@ def per_class_report(matrix: torch.Tensor, classes: list[str]) -> list[dict]:
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as file:
+    """Write to a temporary name, then rename: a crash never leaves a half-written file."""
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    os.replace(temporary, path)
 
 
 def write_confusion_csv(path: Path, matrix: torch.Tensor, classes: list[str]) -> None:

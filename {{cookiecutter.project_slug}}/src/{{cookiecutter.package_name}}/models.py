@@ -1,6 +1,9 @@
 """Models: a small built-in CNN, any torchvision classifier, weight init, and safe weight loading."""
 
 import difflib
+{% if cookiecutter.use_freezing or cookiecutter.use_layerwise_lr %}
+import fnmatch
+{% endif %}
 import pickle
 from urllib.error import URLError
 
@@ -87,19 +90,45 @@ def build_model(name: str, num_classes: int, pretrained: bool = False, init: str
     return model
 
 
+{% if cookiecutter.use_freezing or cookiecutter.use_layerwise_lr %}
+def name_matches(name: str, pattern: str) -> bool:
+    """A parameter name matches a module-name prefix (`layer1`, `layer1.0`) or a glob (`*.bn1.*`)."""
+    return name == pattern or name.startswith(pattern + ".") or fnmatch.fnmatchcase(name, pattern)
+
+
+def matches_any(name: str, patterns) -> bool:
+    return any(name_matches(name, pattern) for pattern in patterns)
+
+
+def check_patterns(model: nn.Module, patterns, flag: str) -> None:
+    """A pattern that selects nothing is almost always a typo: refuse it and show what there is."""
+    names = [name for name, _ in model.named_parameters()]
+    for pattern in patterns:
+        if not any(name_matches(name, pattern) for name in names):
+            top = ", ".join(name for name, _ in model.named_children())
+            raise UserError(f"{flag} {pattern!r} matches no parameter; the model's top-level modules are: {top}")
+
+
+{% endif %}
 def load_state_dict(path, map_location="cpu") -> dict:
+{% if cookiecutter.use_checkpointing %}
     """Read weights safely: tensors only (weights_only), onto any device (T18), wrapper prefixes removed (T19).
 
     Accepts a plain state_dict or a checkpoint holding one under "model".
     """
+{% else %}
+    """Read weights safely: tensors only (weights_only), onto any device (T18), wrapper prefixes removed (T19)."""
+{% endif %}
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise UserError(f"weights file {path} does not exist; pass the model.pt of a training run") from None
     except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as exc:
         raise UserError(f"{path} is not a readable PyTorch weights file ({str(exc).splitlines()[0]})") from None
+{% if cookiecutter.use_checkpointing %}
     if isinstance(state.get("model"), dict):
         state = state["model"]
+{% endif %}
     return {_strip_prefixes(key): value for key, value in state.items()}
 
 

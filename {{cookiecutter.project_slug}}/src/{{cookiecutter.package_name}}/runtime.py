@@ -23,6 +23,8 @@ def select_gpus(gpus: str) -> None:
 def resolve_device(requested: str) -> torch.device:
     """`auto` picks the first visible GPU, else the CPU with one line saying so (T02)."""
     if torch.cuda.is_available() and requested != "cpu":
+        if torch.cuda.device_count() > 1:
+            print(f"{torch.cuda.device_count()} GPUs visible: this single process trains on the first of them.")
         return torch.device("cuda", 0)
     if requested == "cuda":
         raise UserError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")

@@ -1,23 +1,37 @@
 """`train(cfg)`: the whole training run, callable from the command line and from tests."""
 
-import csv
 import dataclasses
 import os
 import time
 from pathlib import Path
 
 import torch
+from torch import nn
 from torchinfo import summary
 
+{% if cookiecutter.use_amp %}
+from .amp import check_precision, make_scaler
+{% endif %}
+{% if cookiecutter.use_checkpointing %}
+from .checkpoint import find_checkpoint, resume, save_checkpoints
+{% endif %}
 from .config import TrainConfig, save_config
 from .data import build_data, default_image_size, resolve_normalisation
-from .engine import evaluate, make_criterion, train_one_epoch
+from .engine import evaluate, train_one_epoch
 from .errors import UserError
+{% if cookiecutter.use_freezing %}
+from .freezing import freeze
+{% endif %}
+from .metrics import write_csv
+{% if cookiecutter.use_mixup %}
+from .mixup import build_mix
+{% endif %}
 from .models import build_model
-from .optim import DEFAULT_LR, build_optimizer, build_scheduler
+from .optim import DEFAULT_LR, build_optimizer, build_scheduler, learning_rates
 from .runtime import resolve_device, seed_everything
-
-METRICS_COLUMNS = ["epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "seconds"]
+{% if cookiecutter.use_sync_bn %}
+from .sync_bn import convert_sync_bn
+{% endif %}
 
 
 def resolve(cfg: TrainConfig) -> TrainConfig:
@@ -27,7 +41,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         image_size=cfg.image_size or default_image_size(cfg.data),
         lr=cfg.lr or DEFAULT_LR[cfg.optimizer],
         num_workers=cfg.num_workers if cfg.num_workers is not None else _default_workers(cfg.data),
-        output_dir=cfg.output_dir or time.strftime("runs/%Y%m%d-%H%M%S"),
+        output_dir=cfg.output_dir or _default_output_dir(cfg),
     )
     mean, std = resolve_normalisation(cfg)
     return dataclasses.replace(cfg, mean=mean, std=std)
@@ -35,6 +49,14 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
 
 def _default_workers(source: str) -> int:
     return 0 if source == "synthetic" else min(8, os.cpu_count() or 1)
+
+
+def _default_output_dir(cfg: TrainConfig) -> str:
+{% if cookiecutter.use_checkpointing %}
+    if cfg.resume and cfg.resume != "auto":
+        return str(Path(cfg.resume).parent)  # continue in the run being resumed
+{% endif %}
+    return time.strftime("runs/%Y%m%d-%H%M%S")
 
 
 def _prepare_output_dir(path: str) -> Path:
@@ -46,43 +68,75 @@ def _prepare_output_dir(path: str) -> Path:
     return out
 
 
+def _format(row: dict) -> str:
+    parts = (f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}" for key, value in row.items())
+    return "  ".join(parts)
+
+
 def train(cfg: TrainConfig) -> dict:
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed, cfg.deterministic)
     cfg = resolve(cfg)
+{% if cookiecutter.use_amp %}
+    check_precision(cfg.precision, device)
+{% endif %}
     data = build_data(cfg, device)
-    model = build_model(cfg.model, len(data.classes), cfg.pretrained, cfg.init).to(device)
+    model = build_model(cfg.model, len(data.classes), cfg.pretrained, cfg.init)
+{% if cookiecutter.use_sync_bn %}
+    model = convert_sync_bn(model, device, cfg.sync_bn)
+{% endif %}
+{% if cookiecutter.use_freezing %}
+    freeze(model, cfg.freeze)
+{% endif %}
+    model.to(device)
     sample = torch.zeros(1, 3, cfg.image_size, cfg.image_size, device=device)
     print(summary(model, input_data=sample, depth=2, mode="eval", verbose=0))  # T14/T15
     optimizer = build_optimizer(model, cfg)
     scheduler = build_scheduler(optimizer, cfg)
-    criterion = make_criterion()
+{% if cookiecutter.use_label_smoothing %}
+    criterion = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)  # T33
+{% else %}
+    criterion = nn.CrossEntropyLoss()
+{% endif %}
+{% if cookiecutter.use_amp %}
+    scaler = make_scaler(cfg.precision, device)
+{% endif %}
+{% if cookiecutter.use_mixup %}
+    mix = build_mix(cfg, len(data.classes))
+{% endif %}
 
     out = _prepare_output_dir(cfg.output_dir)
     save_config(cfg, out / "config.yaml")
     (out / "classes.txt").write_text("\n".join(data.classes) + "\n")
-    rows, best = [], {"val_acc": -1.0}
-    with open(out / "metrics.csv", "w", newline="") as metrics_file:
-        writer = csv.DictWriter(metrics_file, fieldnames=METRICS_COLUMNS)
-        writer.writeheader()
-        for epoch in range(1, cfg.epochs + 1):
-            start = time.perf_counter()
-            lr = optimizer.param_groups[0]["lr"]
-            stats = train_one_epoch(model, data.train, criterion, optimizer, device, cfg.max_steps_per_epoch)
-            stats |= evaluate(model, data.val, criterion, device, len(data.classes), cfg.max_steps_per_epoch)
-            scheduler.step()
-            row = {"epoch": epoch, **{k: round(v, 6) for k, v in stats.items() if k != "confusion"}, "lr": lr}
-            row["seconds"] = round(time.perf_counter() - start, 3)
-            writer.writerow(row)
-            metrics_file.flush()
-            rows.append(row)
-            best = max(best, row, key=lambda r: r["val_acc"])
-            print(
-                f"epoch {epoch}/{cfg.epochs}  train_loss {row['train_loss']:.4f}  train_acc {row['train_acc']:.4f}  "
-                f"val_loss {row['val_loss']:.4f}  val_acc {row['val_acc']:.4f}  lr {lr:.3g}  {row['seconds']:.1f}s"
-            )
+{% if cookiecutter.use_checkpointing %}
+    stateful = {"model": model, "optimizer": optimizer, "scheduler": scheduler{{ ', "scaler": scaler' if cookiecutter.use_amp else '' }}}
+    rows = resume(find_checkpoint(cfg.resume, out), stateful, data.train.generator, cfg)
+{% else %}
+    rows = []
+{% endif %}
+    for epoch in range(len(rows) + 1, cfg.epochs + 1):
+        start = time.perf_counter()
+        row = {"epoch": epoch}
+        rates = learning_rates(optimizer)
+{% set tricks = (", scaler" if cookiecutter.use_amp else "") + (", mix" if cookiecutter.use_mixup else "") %}
+        row |= train_one_epoch(model, data.train, criterion, optimizer, device, cfg{{ tricks }})
+{% if cookiecutter.use_amp %}
+        val = evaluate(model, data.val, device, len(data.classes), cfg.max_steps_per_epoch, cfg.precision)
+{% else %}
+        val = evaluate(model, data.val, device, len(data.classes), cfg.max_steps_per_epoch)
+{% endif %}
+        scheduler.step()
+        row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"], **rates}
+        row["seconds"] = round(time.perf_counter() - start, 3)
+        rows.append(row)
+        write_csv(out / "metrics.csv", rows)
+{% if cookiecutter.use_checkpointing %}
+        save_checkpoints(out, stateful, data.train.generator, rows, cfg)
+{% endif %}
+        print(_format(row))
 
     weights = out / "model.pt"
     torch.save(model.state_dict(), weights)
+    best = max(rows, key=lambda r: r["val_acc"])
     print(f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}); weights: {weights}")
     return {"best_val_acc": best["val_acc"], "weights": weights, "metrics": rows, "config": cfg}

@@ -1,0 +1,26 @@
+"""Mixed precision (T38): autocast in bf16 or fp16 on the device in use; a GradScaler only for fp16 on CUDA."""
+
+import contextlib
+
+import torch
+
+from .errors import UserError
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise UserError("this GPU cannot compute in bf16; use --precision fp16 (or fp32)")
+
+
+def autocast(precision: str, device: torch.device):
+    """Autocast for the device actually in use: a bare autocast("cuda") silently does nothing on a CPU."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=DTYPES[precision])
+
+
+def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
+    """fp16 gradients underflow without loss scaling on CUDA; bf16 has float32's range and needs none."""
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16" and device.type == "cuda")

@@ -1,0 +1,107 @@
+"""Checkpoints (T37): `last.pt` every epoch, `best.pt` by validation accuracy, and exact resume.
+
+A checkpoint holds plain data only (tensors, numbers, strings, lists, dicts), so `torch.load(...,
+weights_only=True)` reads it and no code is ever unpickled. Files are written to a temporary name and
+renamed, so a crash mid-write leaves the previous checkpoint intact.
+"""
+
+import dataclasses
+import os
+import pickle
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import UserError
+
+
+def rng_state(loader_generator: torch.Generator) -> dict:
+    """Every random stream a run draws from; dropping any one of them breaks bitwise resume."""
+    _, keys, position, has_gauss, gauss = np.random.get_state()
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": torch.from_numpy(keys.astype(np.int64)),  # numpy's own state is refused by weights_only
+        "numpy_rest": [int(position), int(has_gauss), float(gauss)],
+        "python": random.getstate(),
+        "loader": loader_generator.get_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict, loader_generator: torch.Generator) -> None:
+    torch.set_rng_state(state["torch"])
+    position, has_gauss, gauss = state["numpy_rest"]
+    np.random.set_state(("MT19937", state["numpy"].numpy().astype(np.uint32), position, has_gauss, gauss))
+    random.setstate(state["python"])
+    loader_generator.set_state(state["loader"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def atomic_save(obj, path: Path) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "wb") as file:
+        torch.save(obj, file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+def save_checkpoints(out: Path, stateful: dict, loader_generator, metrics: list[dict], cfg) -> None:
+    """Write last.pt; copy it to best.pt when the newest epoch has the best validation accuracy so far."""
+    state = {name: obj.state_dict() for name, obj in stateful.items()}
+    state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng_state(loader_generator)}
+    state["config"] = dataclasses.asdict(cfg)
+    atomic_save(state, out / "last.pt")
+    if metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):
+        shutil.copyfile(out / "last.pt", out / "best.pt.tmp")
+        os.replace(out / "best.pt.tmp", out / "best.pt")
+
+
+def load_checkpoint(path: Path) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise UserError(f"checkpoint {path} does not exist; check --resume") from None
+    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise UserError(f"checkpoint {path} cannot be read ({str(exc).splitlines()[0]})") from None
+
+
+def find_checkpoint(resume: str | None, out: Path) -> Path | None:
+    """`--resume PATH` as given; `--resume auto`: the newest checkpoint in the output dir that loads."""
+    if resume != "auto":
+        return Path(resume) if resume else None
+    for path in sorted(out.glob("*.pt"), key=lambda p: p.stat().st_mtime, reverse=True):
+        if path.name != "model.pt":
+            try:
+                load_checkpoint(path)
+                return path
+            except UserError as exc:
+                print(f"skipping {exc}")
+    print(f"no checkpoint in {out}: starting from scratch")
+    return None
+
+
+def resume(path: Path | None, stateful: dict, loader_generator, cfg) -> list[dict]:
+    """Restore every stateful object and RNG stream; return the metrics rows of the epochs already done."""
+    if path is None:
+        return []
+    state = load_checkpoint(path)
+    saved = state.get("config", {})
+    mismatched = [key for key in ("model", "data", "batch_size") if saved.get(key) != getattr(cfg, key)]
+    missing = [name for name in stateful if name not in state]
+    if mismatched or missing:
+        raise UserError(f"{path} was written by a different run (differs in: {', '.join(mismatched + missing)})")
+    for name, obj in stateful.items():
+        try:
+            obj.load_state_dict(state[name])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise UserError(f"{path}: the saved {name} does not fit ({str(exc).splitlines()[0]})") from None
+    restore_rng(state["rng"], loader_generator)
+    print(f"resumed from {path} after epoch {state['epoch']}")
+    return state["metrics"]

@@ -1,0 +1,91 @@
+import csv
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from {{ cookiecutter.package_name }} import train as train_module
+from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.errors import UserError
+
+
+def metrics_without_time(run: Path) -> list[dict]:
+    with open(run / "metrics.csv") as file:
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(file)]
+
+
+def assert_same_state(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        if isinstance(a[key], torch.Tensor):
+            assert torch.equal(a[key], b[key]), key
+        elif isinstance(a[key], dict):
+            assert_same_state(a[key], b[key])
+        else:
+            assert a[key] == b[key], key
+
+
+def test_resumed_run_equals_an_uninterrupted_one_bitwise(tiny_config, tmp_path, monkeypatch):
+    cfg = replace(tiny_config, epochs=4, max_steps_per_epoch=3)
+    train_module.train(replace(cfg, output_dir=str(tmp_path / "straight")))
+
+    interrupted = tmp_path / "interrupted"
+    original, calls = train_module.train_one_epoch, []
+
+    def killed_in_epoch_3(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train_one_epoch", killed_in_epoch_3)
+    with pytest.raises(KeyboardInterrupt):
+        train_module.train(replace(cfg, output_dir=str(interrupted)))
+    assert torch.load(interrupted / "last.pt", weights_only=True)["epoch"] == 2
+
+    # A new process, as after a crash: the saved config plus --resume auto.
+    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train"]
+    command += ["--config", str(interrupted / "config.yaml"), "--resume", "auto"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "resumed from" in done.stdout
+
+    straight = tmp_path / "straight"
+    assert_same_state(torch.load(straight / "model.pt"), torch.load(interrupted / "model.pt"))
+    last = [torch.load(run / "last.pt", weights_only=True) for run in (straight, interrupted)]
+    assert_same_state(last[0]["optimizer"], last[1]["optimizer"])
+    assert metrics_without_time(straight) == metrics_without_time(interrupted)
+
+
+def test_checkpoints_hold_plain_data_and_best_follows_val_acc(tiny_config, tmp_path):
+    result = train_module.train(replace(tiny_config, epochs=2))
+    run = Path(result["config"].output_dir)
+    for name in ("last.pt", "best.pt"):
+        state = torch.load(run / name, map_location="cpu", weights_only=True)
+        assert {"model", "optimizer", "scheduler", "epoch", "metrics", "rng", "config"} <= state.keys()
+    best = torch.load(run / "best.pt", weights_only=True)
+    assert best["metrics"][-1]["val_acc"] == max(row["val_acc"] for row in result["metrics"])
+    assert not list(run.glob("*.tmp"))
+
+
+def test_resume_refuses_a_checkpoint_of_another_model(tiny_config, tmp_path):
+    train_module.train(replace(tiny_config, model="small_cnn"))
+    other = replace(tiny_config, model="resnet18", resume=str(tmp_path / "run" / "last.pt"), epochs=2)
+    with pytest.raises(UserError, match="different run .*model"):
+        train_module.train(other)
+
+
+def test_resume_auto_without_checkpoints_starts_fresh(tiny_config, capsys):
+    train_module.train(replace(tiny_config, resume="auto"))
+    assert "starting from scratch" in capsys.readouterr().out
+
+
+def test_evaluate_accepts_a_checkpoint(tiny_config, tmp_path, capsys):
+    train_module.train(tiny_config)
+    assert main(["evaluate", "--weights", str(tmp_path / "run" / "best.pt"), "--device", "cpu"]) == 0
+    assert "accuracy" in capsys.readouterr().out

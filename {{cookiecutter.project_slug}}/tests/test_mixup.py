@@ -1,0 +1,65 @@
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+from torchvision.transforms import v2
+
+from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.mixup import build_mix
+from {{ cookiecutter.package_name }}.train import train
+
+
+class FixedBeta:
+    """Stands in for the Beta distribution torchvision samples lambda from."""
+
+    def __init__(self, lam: float):
+        self.lam = lam
+
+    def sample(self, shape=()):
+        return torch.full(shape or (1,), self.lam)
+
+
+def fixed_mixup(lam: float, num_classes: int) -> v2.MixUp:
+    mix = build_mix(TrainConfig(mixup_alpha=0.2, cutmix_alpha=0.0), num_classes)
+    assert isinstance(mix, v2.MixUp)
+    mix._dist = FixedBeta(lam)
+    return mix
+
+
+@pytest.mark.parametrize("batch", [4, 5, 1])  # odd and single-image last batches too
+def test_mixed_images_and_loss_equal_the_reference(batch):
+    torch.manual_seed(0)
+    images, targets, lam = torch.rand(batch, 3, 8, 8), torch.randint(0, 3, (batch,)), 0.7
+    mixed, soft = fixed_mixup(lam, 3)(images, targets)
+    partner = images.roll(1, 0), targets.roll(1, 0)
+    assert torch.allclose(mixed, lam * images + (1 - lam) * partner[0])
+    one_hot = nn.functional.one_hot
+    assert torch.allclose(soft, lam * one_hot(targets, 3) + (1 - lam) * one_hot(partner[1], 3))
+    logits = torch.randn(batch, 3)
+    expected = -(soft * logits.log_softmax(1)).sum(1).mean()
+    assert torch.allclose(nn.CrossEntropyLoss()(logits, soft), expected)
+
+
+def test_no_mix_when_both_alphas_are_zero_and_a_choice_when_both_are_set():
+    assert build_mix(TrainConfig(mixup_alpha=0.0, cutmix_alpha=0.0), 3) is None
+    both = build_mix(TrainConfig(mixup_alpha=0.2, cutmix_alpha=1.0, cutmix_prob=0.25), 3)
+    assert isinstance(both, v2.RandomChoice) and both.p == [0.75, 0.25]
+
+
+{% if cookiecutter.use_label_smoothing %}
+def test_label_smoothing_is_applied_exactly_once_on_mixed_targets():
+    torch.manual_seed(0)
+    images, targets, lam, eps = torch.rand(4, 3, 8, 8), torch.tensor([0, 1, 2, 1]), 0.6, 0.1
+    _, soft = fixed_mixup(lam, 3)(images, targets)
+    assert torch.allclose(soft.sum(1), torch.ones(4)) and soft.min() == 0  # unsmoothed on the way out
+    logits = torch.randn(4, 3)
+    once = soft * (1 - eps) + eps / 3
+    expected = -(once * logits.log_softmax(1)).sum(1).mean()
+    assert torch.allclose(nn.CrossEntropyLoss(label_smoothing=eps)(logits, soft), expected)
+
+
+{% endif %}
+def test_mixup_training_validates_on_hard_labels(tiny_config):
+    rows = train(replace(tiny_config, mixup_alpha=0.4, cutmix_alpha=1.0, batch_size=7))["metrics"]
+    assert 0 <= rows[0]["val_acc"] <= 1 and torch.isfinite(torch.tensor(rows[0]["train_loss"]))

@@ -1,0 +1,35 @@
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from {{ cookiecutter.package_name }}.models import SmallCNN
+from {{ cookiecutter.package_name }}.sync_bn import convert_sync_bn
+
+
+def test_conversion_keeps_weights_and_buffers_under_a_process_group(tmp_path, monkeypatch):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = SmallCNN(10)
+        model.features[0][1].running_mean.fill_(0.5)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        # One CPU process stands in for a multi-GPU job: the decision is tested separately below.
+        monkeypatch.setattr("{{ cookiecutter.package_name }}.sync_bn.is_distributed_cuda", lambda device: True)
+        converted = convert_sync_bn(model, torch.device("cpu"))
+    finally:
+        dist.destroy_process_group()
+    kinds = {type(m) for m in converted.modules()}
+    assert nn.SyncBatchNorm in kinds and nn.BatchNorm2d not in kinds
+    after = converted.state_dict()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_cpu_keeps_batchnorm_and_says_so_once(capsys):
+    model = convert_sync_bn(SmallCNN(10), torch.device("cpu"))
+    assert nn.SyncBatchNorm not in {type(m) for m in model.modules()}
+    assert capsys.readouterr().out.count("keeping BatchNorm") == 1
+
+
+def test_switched_off_at_run_time_says_nothing(capsys):
+    convert_sync_bn(SmallCNN(10), torch.device("cpu"), enabled=False)
+    assert capsys.readouterr().out == ""
