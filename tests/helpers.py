@@ -1,5 +1,6 @@
 """Helpers for the template's tests: baking renders and running what they contain."""
 
+import ast
 import json
 import os
 import subprocess
@@ -50,3 +51,57 @@ def package_of(project: Path) -> str:
 def last_output_dir(cookies) -> Path:
     """pytest-cookies bakes into <root>/bakeNN, one new folder per bake."""
     return Path(str(cookies._output_factory.__self__)) / f"bake{cookies._counter - 1:02d}"
+
+
+TRICKS = sorted(key for key, value in CONTEXT.items() if isinstance(value, bool))
+
+# What each trick adds: words that must appear in a render exactly when it is on (case-insensitive),
+# the config keys it adds, and the train flags that exercise it in a smoke run.
+TRACES = {
+    "use_amp": ["autocast", "gradscaler", "--precision"],
+    "use_sync_bn": ["syncbatchnorm", "sync_bn", "sync-bn"],
+    "use_freezing": ["freeze", "frozen"],
+    "use_layerwise_lr": ["lr_mult", "lr-mult", "layer-wise"],
+    "use_mixup": ["mixup", "cutmix"],
+    "use_label_smoothing": ["label_smoothing", "label-smoothing", "label smoothing"],
+    "use_grad_clipping": ["clip_grad", "clip-grad", "grad_norm"],
+    "use_checkpointing": ["last.pt", "best.pt", "resume"],
+}
+CONFIG_KEYS = {
+    "use_amp": ["precision"],
+    "use_sync_bn": ["sync_bn"],
+    "use_freezing": ["freeze"],
+    "use_layerwise_lr": ["lr_mult"],
+    "use_mixup": ["mixup_alpha", "cutmix_alpha", "cutmix_prob"],
+    "use_label_smoothing": ["label_smoothing"],
+    "use_grad_clipping": ["clip_grad_norm", "clip_grad_norm_type"],
+    "use_checkpointing": ["resume"],
+}
+SMOKE_FLAGS = {
+    "use_amp": ["--precision", "bf16"],
+    "use_sync_bn": ["--sync-bn"],
+    "use_freezing": ["--freeze", "features.0"],
+    "use_layerwise_lr": ["--lr-mult", "fc=10"],
+    "use_mixup": ["--mixup-alpha", "0.4", "--cutmix-alpha", "1.0"],
+    "use_label_smoothing": ["--label-smoothing", "0.1"],
+    "use_grad_clipping": ["--clip-grad-norm", "0.5"],
+    "use_checkpointing": [],
+}
+# Answers that a trick needs from other prompts.
+REQUIRES = {"use_sync_bn": {"gpu_ids": "0,1"}}
+
+
+def answers_for(tricks_on) -> dict:
+    answers = {trick: trick in tricks_on for trick in TRICKS}
+    for trick in tricks_on:
+        answers.update(REQUIRES.get(trick, {}))
+    return answers
+
+
+def feature_files() -> dict[str, list[str]]:
+    """The post-generation hook's table, read from its source: one truth for which files belong to what."""
+    source = (ROOT / "hooks" / "post_gen_project.py").read_text()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and node.targets[0].id == "FEATURE_FILES":
+            return ast.literal_eval(node.value)
+    raise AssertionError("FEATURE_FILES not found in post_gen_project.py")

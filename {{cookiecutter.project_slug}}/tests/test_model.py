@@ -62,7 +62,7 @@ def test_weights_of_another_model_are_refused_with_the_mismatch(tmp_path):
     torch.save(SmallCNN(3).state_dict(), tmp_path / "w.pt")
     with pytest.raises(UserError, match="does not fit this model"):
         load_weights(SmallCNN(4), tmp_path / "w.pt")
-    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    (tmp_path / "bad.pt").write_bytes(b"not a weights file")
     with pytest.raises(UserError, match="not a readable PyTorch weights file"):
         load_weights(SmallCNN(3), tmp_path / "bad.pt")
 

@@ -6,7 +6,7 @@ from torch import nn
 
 from .models import check_patterns, matches_any
 
-BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d{{ ", nn.SyncBatchNorm" if cookiecutter.use_sync_bn else "" }})
 
 
 def _stay_in_eval(module: nn.Module, mode: bool = True) -> nn.Module:

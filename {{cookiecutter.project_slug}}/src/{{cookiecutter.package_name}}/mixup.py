@@ -4,10 +4,14 @@ from torchvision.transforms import v2
 
 
 def build_mix(cfg, num_classes: int):
+{% if cookiecutter.use_label_smoothing %}
     """A batch transform `(images, labels) -> (mixed images, soft labels)`, or None when both alphas are 0.
 
-    The soft labels are not smoothed: label smoothing, if any, is applied once, by the loss.
+    The soft labels are not smoothed: label smoothing is applied once, by the loss.
     """
+{% else %}
+    """A batch transform `(images, labels) -> (mixed images, soft labels)`, or None when both alphas are 0."""
+{% endif %}
     mixes, weights = [], []
     if cfg.mixup_alpha > 0:
         mixes.append(v2.MixUp(alpha=cfg.mixup_alpha, num_classes=num_classes))

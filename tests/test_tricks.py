@@ -1,0 +1,98 @@
+"""Each trick alone, all of them and none: present exactly when chosen, clean, tested, and training."""
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from helpers import (
+    CONFIG_KEYS,
+    SMOKE_FLAGS,
+    TRACES,
+    TRICKS,
+    answers_for,
+    bake,
+    baked_project,
+    feature_files,
+    last_output_dir,
+    package_of,
+    run_in,
+)
+from test_bake import assert_ruff_clean
+
+COMBINATIONS = {"none": [], "all": TRICKS, **{trick.removeprefix("use_"): [trick] for trick in TRICKS}}
+
+
+@pytest.fixture(scope="module", params=COMBINATIONS, ids=str)
+def combination(request, cookies_session) -> tuple[list[str], Path]:
+    tricks = COMBINATIONS[request.param]
+    return tricks, baked_project(cookies_session, **answers_for(tricks))
+
+
+def render_text(project: Path) -> str:
+    return "\n".join(str(p.relative_to(project)) + "\n" + p.read_text() for p in project.rglob("*") if p.is_file())
+
+
+def test_each_trick_leaves_a_trace_exactly_when_on(combination):
+    tricks, project = combination
+    text = render_text(project).lower()
+    for trick, words in TRACES.items():
+        found = [word for word in words if word in text]
+        if trick in tricks:
+            assert found, f"{trick} is on but none of {words} appear"
+        else:
+            assert not found, f"{trick} is off but {found} appear"
+
+
+def test_files_exist_exactly_when_their_feature_is_on(combination):
+    tricks, project = combination
+    package = Path("src", package_of(project))
+    for feature, paths in feature_files().items():
+        for path in paths:
+            assert (project / path.format(package=package)).is_file() == (feature in tricks), path
+
+
+def test_render_is_ruff_clean(combination):
+    assert_ruff_clean(combination[1])
+
+
+def test_generated_tests_pass(combination):
+    run_in(combination[1], "-m", "pytest", "-q", "-p", "no:cacheprovider")
+
+
+def test_smoke_run_with_every_chosen_trick_active(combination, tmp_path):
+    tricks, project = combination
+    package, run = package_of(project), tmp_path / "run"
+    flags = [flag for trick in tricks for flag in SMOKE_FLAGS[trick]]
+    common = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--output-dir", str(run)]
+    done = run_in(project, "-m", package, *common, *flags)
+    with open(run / "metrics.csv") as file:
+        row = next(csv.DictReader(file))
+    assert torch.isfinite(torch.tensor([float(row["train_loss"]), float(row["val_loss"])])).all()
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    for trick, keys in CONFIG_KEYS.items():
+        assert all((key in saved) == (trick in tricks) for key in keys), trick
+    if "use_freezing" in tricks:
+        assert "frozen parameters:" in done.stdout
+    if "use_sync_bn" in tricks:
+        assert "keeping BatchNorm" in done.stdout
+    if "use_layerwise_lr" in tricks:
+        assert float(row["lr[fc]"]) == pytest.approx(10 * float(row["lr"]))
+    if "use_grad_clipping" in tricks:
+        assert float(row["grad_norm"]) > 0
+    if "use_checkpointing" in tricks:
+        assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 1
+        done = run_in(project, "-m", package, *common, *flags, "--resume", "auto", "--epochs", "2")
+        assert "resumed from" in done.stdout
+        assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 2
+
+
+def test_sync_bn_without_two_gpu_ids_is_refused(cookies, capfd):
+    result = bake(cookies, use_sync_bn=True, gpu_ids="0")
+    assert result.exit_code != 0
+    assert (
+        "ERROR: use_sync_bn synchronises BatchNorm across GPUs, so it needs at least two gpu_ids"
+        in capfd.readouterr().err
+    )
+    assert list(last_output_dir(cookies).iterdir()) == []
