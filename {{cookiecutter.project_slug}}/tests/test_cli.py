@@ -48,6 +48,8 @@ def test_auto_device_falls_back_to_cpu_with_one_line(tiny_config, capsys):
         pytest.param(["--device", "cuda"], "no CUDA GPU is visible", marks=no_cuda),
         (["--gpus", "0,,1"], "not a list of distinct GPU ids"),
         (["--gpus", "1,1"], "not a list of distinct GPU ids"),
+        (["--gpus", "a,b"], "not a list of distinct GPU ids"),
+        (["--gpus", "-1"], "not a list of distinct GPU ids"),
         (["--model", "resnet19"], "did you mean resnet18"),
         (["--epochs", "0"], "--epochs must be at least 1"),
         (["--data", "no/such/folder"], "no such folder"),
