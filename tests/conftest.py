@@ -1,3 +1,4 @@
+import multiprocessing.util
 import os
 import shutil
 import tempfile
@@ -9,6 +10,8 @@ from helpers import baked_project
 
 def pytest_configure(config):
     os.environ["OMP_NUM_THREADS"] = "1"  # many workers on 2 cores: threads would only fight
+    # multiprocessing makes its own temp dir and removes it at exit, after our cleanup: give it the system one.
+    multiprocessing.util.get_temp_dir()
     # cookiecutter leaves every rendered hook behind as a temp file (won't fix upstream): keep them
     # out of the system temp dir by pointing this process's temp dir at a private folder.
     private = Path(tempfile.mkdtemp(prefix="torch-template-tests-"))

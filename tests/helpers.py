@@ -77,16 +77,31 @@ CONFIG_KEYS = {
     "use_grad_clipping": ["clip_grad_norm", "clip_grad_norm_type"],
     "use_checkpointing": ["resume"],
 }
-SMOKE_FLAGS = {
-    "use_amp": ["--precision", "bf16"],
-    "use_sync_bn": ["--sync-bn"],
-    "use_freezing": ["--freeze", "features.0"],
-    "use_layerwise_lr": ["--lr-mult", "fc=10"],
-    "use_mixup": ["--mixup-alpha", "0.4", "--cutmix-alpha", "1.0"],
-    "use_label_smoothing": ["--label-smoothing", "0.1"],
-    "use_grad_clipping": ["--clip-grad-norm", "0.5"],
-    "use_checkpointing": [],
+# Per model: a real module to freeze and the head that gets a learning-rate multiplier.
+MODEL_PARTS = {
+    "small_cnn": ("features.0", "fc"),
+    "resnet18": ("layer1", "fc"),
+    "mobilenet_v3_small": ("features.0", "classifier"),
+    "efficientnet_b0": ("features.0", "classifier"),
 }
+
+
+def smoke_flags(tricks, model: str) -> list[str]:
+    """Train flags that switch every chosen trick on for real."""
+    frozen, head = MODEL_PARTS[model]
+    flags = {
+        "use_amp": [],  # the render's own default precision
+        "use_sync_bn": ["--sync-bn"],
+        "use_freezing": ["--freeze", frozen],
+        "use_layerwise_lr": ["--lr-mult", f"{head}=10"],
+        "use_mixup": ["--mixup-alpha", "0.4", "--cutmix-alpha", "1.0"],
+        "use_label_smoothing": ["--label-smoothing", "0.1"],
+        "use_grad_clipping": ["--clip-grad-norm", "0.5"],
+        "use_checkpointing": [],
+    }
+    return [flag for trick in tricks for flag in flags[trick]]
+
+
 # Answers that a trick needs from other prompts.
 REQUIRES = {"use_sync_bn": {"gpu_ids": "0,1"}}
 

@@ -8,7 +8,6 @@ import torch
 import yaml
 from helpers import (
     CONFIG_KEYS,
-    SMOKE_FLAGS,
     TRACES,
     TRICKS,
     answers_for,
@@ -18,6 +17,7 @@ from helpers import (
     last_output_dir,
     package_of,
     run_in,
+    smoke_flags,
 )
 from test_bake import assert_ruff_clean
 
@@ -64,7 +64,7 @@ def test_generated_tests_pass(combination):
 def test_smoke_run_with_every_chosen_trick_active(combination, tmp_path):
     tricks, project = combination
     package, run = package_of(project), tmp_path / "run"
-    flags = [flag for trick in tricks for flag in SMOKE_FLAGS[trick]]
+    flags = smoke_flags(tricks, "small_cnn")
     common = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--output-dir", str(run)]
     done = run_in(project, "-m", package, *common, *flags)
     with open(run / "metrics.csv") as file:

@@ -3,7 +3,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.amp import autocast, check_precision, make_scaler
+from {{ cookiecutter.package_name }}.amp import autocast, make_scaler, resolve_precision
 from {{ cookiecutter.package_name }}.train import train
 
 CPU = torch.device("cpu")
@@ -24,9 +24,14 @@ def test_grad_scaler_only_for_fp16_on_cuda():
         assert make_scaler("fp16", torch.device("cuda")).is_enabled()
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU to ask it about bf16")
-def test_precision_check_on_gpu():
-    check_precision("fp16", torch.device("cuda"))
+def test_fp16_falls_back_to_bf16_on_the_cpu_with_one_line(capsys):
+    assert resolve_precision("fp16", CPU) == "bf16" and resolve_precision("bf16", CPU) == "bf16"
+    assert capsys.readouterr().out == "fp16 mixed precision needs a CUDA GPU: using bf16 on the CPU.\n"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_fp16_stays_fp16_on_a_gpu():
+    assert resolve_precision("fp16", torch.device("cuda")) == "fp16"
 
 
 def test_bf16_training_step_on_cpu(tiny_config):

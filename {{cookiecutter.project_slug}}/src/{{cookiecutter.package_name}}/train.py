@@ -10,7 +10,7 @@ from torch import nn
 from torchinfo import summary
 
 {% if cookiecutter.use_amp %}
-from .amp import check_precision, make_scaler
+from .amp import make_scaler, resolve_precision
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
 from .checkpoint import find_checkpoint, resume, save_checkpoints
@@ -78,7 +78,7 @@ def train(cfg: TrainConfig) -> dict:
     seed_everything(cfg.seed, cfg.deterministic)
     cfg = resolve(cfg)
 {% if cookiecutter.use_amp %}
-    check_precision(cfg.precision, device)
+    cfg = dataclasses.replace(cfg, precision=resolve_precision(cfg.precision, device))
 {% endif %}
     data = build_data(cfg, device)
     model = build_model(cfg.model, len(data.classes), cfg.pretrained, cfg.init)

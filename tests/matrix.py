@@ -1,0 +1,54 @@
+"""The combination matrix: every combination of the boolean prompts, with the choice and text answers
+spread over it by a seeded draw (a covering design: the tests assert every boolean value meets every
+choice value and every text variant), plus every combination the pre-generation hook must refuse."""
+
+import itertools
+import random
+
+from helpers import CHOICES, TRICKS
+
+GPU_IDS = ["0", "", "1", "0,1", "0,1,2,3"]
+PROJECT_NAMES = ["My Project", "Flower Classifier", "Vision Ünïcode", "x"]
+SHORT = {  # short names keep test ids readable (pytest replaces ids over 100 characters)
+    "use_amp": "amp",
+    "use_checkpointing": "ckpt",
+    "use_freezing": "freeze",
+    "use_grad_clipping": "clip",
+    "use_label_smoothing": "smooth",
+    "use_layerwise_lr": "lrmult",
+    "use_mixup": "mix",
+    "use_sync_bn": "syncbn",
+}
+
+
+def _draw(rng: random.Random, tricks_on: dict) -> dict:
+    answers = dict(tricks_on)
+    for key, options in CHOICES.items():
+        answers[key] = rng.choice(options)
+    answers["project_name"] = rng.choice(PROJECT_NAMES)
+    return answers
+
+
+def _name(answers: dict) -> str:
+    on = [SHORT[trick] for trick in TRICKS if answers[trick]] or ["none"]
+    choices = [answers[key] for key in CHOICES]
+    return "+".join(on) + "|" + "|".join(choices) + f"|gpus={answers['gpu_ids'] or 'cpu'}"
+
+
+def combinations() -> tuple[dict[str, dict], dict[str, dict]]:
+    """(accepted, rejected): answers by readable id. Deterministic."""
+    rng = random.Random(2026)
+    accepted, rejected = {}, {}
+    for values in itertools.product([False, True], repeat=len(TRICKS)):
+        answers = _draw(rng, dict(zip(TRICKS, values, strict=True)))
+        several = [ids for ids in GPU_IDS if "," in ids]
+        answers["gpu_ids"] = rng.choice(several if answers["use_sync_bn"] else GPU_IDS)
+        accepted[_name(answers)] = answers
+        if answers["use_sync_bn"]:  # the same answers with fewer than two GPUs must be refused
+            refused = {**answers, "gpu_ids": rng.choice([ids for ids in GPU_IDS if "," not in ids])}
+            rejected[_name(refused)] = refused
+    return accepted, rejected
+
+
+ACCEPTED, REJECTED = combinations()
+REJECTION_MESSAGES = {"use_sync_bn": "use_sync_bn synchronises BatchNorm across GPUs"}

@@ -1,0 +1,159 @@
+"""Every combination of answers: rendered, checked and smoke-trained (CPU always, CUDA where present)."""
+
+import csv
+import json
+import math
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import smoke_child
+import yaml
+from helpers import (
+    CHOICES,
+    CONFIG_KEYS,
+    MODEL_PARTS,
+    TRACES,
+    TRICKS,
+    bake,
+    feature_files,
+    last_output_dir,
+    package_of,
+    smoke_flags,
+    tomllib,
+)
+from matrix import ACCEPTED, GPU_IDS, PROJECT_NAMES, REJECTED, REJECTION_MESSAGES
+
+pytestmark = pytest.mark.slow
+LEFTOVER_JINJA = ("{{", "{%", "cookiecutter.")
+SMOKE_TIMEOUT = 240  # seconds per combination: a hang fails that case, not the run
+PRELOAD = ["torch", "torchvision", "torchinfo", "tqdm", "yaml", "numpy", "PIL.Image", "smoke_child"]
+
+
+@pytest.fixture(scope="session")
+def forkserver():
+    """Children forked from a server that imported torch once: ~3 s saved per smoke run."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def cuda_available() -> bool:
+    # Asked in a subprocess: initialising CUDA here would make later forks unsafe.
+    probe = [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"]
+    return subprocess.run(probe, capture_output=True, text=True).stdout.strip() == "True"
+
+
+CUDA = cuda_available()
+
+
+def check_render(project: Path, answers: dict) -> None:
+    tricks = {trick for trick in TRICKS if answers[trick]}
+    package_dir = Path("src", package_of(project))
+    for path in project.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert not [token for token in LEFTOVER_JINJA if token in text], path
+            if path.suffix == ".py":
+                compile(text, str(path), "exec")
+            elif path.suffix == ".toml":
+                tomllib.loads(text)
+            elif path.suffix in (".yaml", ".yml"):
+                yaml.safe_load(text)
+    for feature, paths in feature_files().items():
+        for path in paths:
+            assert (project / path.format(package=package_dir)).is_file() == (feature in tricks), path
+    readme = (project / "README.md").read_text().lower()
+    for trick, words in TRACES.items():
+        assert any(word in readme for word in words) == (trick in tricks), f"README and {trick}"
+    for command in (["check", "--no-cache", "--quiet", "."], ["format", "--no-cache", "--check", "--quiet", "."]):
+        ruff = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=project, capture_output=True, text=True)
+        assert ruff.returncode == 0, ruff.stdout + ruff.stderr
+
+
+def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> None:
+    """Two training steps and validation batches with every chosen trick on, then the visible effects."""
+    tricks = [trick for trick in TRICKS if answers[trick]]
+    run = out / "run"
+    train = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--device", device]
+    train += ["--num-workers", "0", "--output-dir", str(run), *smoke_flags(tricks, answers["model"])]
+    commands = [train]
+    if answers["use_checkpointing"]:
+        commands.append([*train, "--resume", "auto", "--epochs", "2"])
+    frozen = MODEL_PARTS[answers["model"]][0] if answers["use_freezing"] else None
+    report = out / "report.json"
+    child = forkserver.Process(
+        target=smoke_child.run, args=(str(project / "src"), package_of(project), commands, str(report), frozen)
+    )
+    child.start()
+    child.join(SMOKE_TIMEOUT)
+    if child.is_alive():
+        child.kill()
+        pytest.fail(f"smoke run exceeded {SMOKE_TIMEOUT} s")
+    log = report.with_suffix(".log").read_text()
+    assert child.exitcode == 0 and report.exists(), log[-3000:]
+    seen = json.loads(report.read_text())
+    assert seen["exit_codes"] == [0] * len(commands), log[-3000:]
+
+    with open(run / "metrics.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert all(math.isfinite(float(row[key])) for row in rows for key in ("train_loss", "val_loss"))
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    for trick, keys in CONFIG_KEYS.items():
+        assert all((key in saved) == (trick in tricks) for key in keys), trick
+    if answers["use_checkpointing"]:
+        assert seen["checkpoint_epochs"] == [1, 2] and "resumed from" in log
+    if answers["use_freezing"]:
+        assert seen["frozen_unchanged"] and "frozen parameters:" in log
+    if answers["use_layerwise_lr"]:
+        head = MODEL_PARTS[answers["model"]][1]
+        assert float(rows[0][f"lr[{head}]"]) == pytest.approx(10 * float(rows[0]["lr"]))
+    if answers["use_grad_clipping"]:
+        assert float(rows[0]["grad_norm"]) > 0
+    if answers["use_amp"]:
+        expected = "bf16" if device == "cpu" else answers["amp_precision"]  # fp16 falls back on CPUs
+        assert saved["precision"] == expected
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_combination_renders_clean_and_trains_on_cpu(name, cookies, forkserver, tmp_path):
+    answers = ACCEPTED[name]
+    result = bake(cookies, **answers)
+    assert result.exit_code == 0, result.exception
+    project = Path(result.project_path)
+    check_render(project, answers)
+    smoke(forkserver, project, answers, tmp_path, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="CUDA is not available: the GPU lane runs on a machine with a GPU")
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_combination_trains_on_cuda(name, cookies, forkserver, tmp_path):
+    answers = ACCEPTED[name]
+    smoke(forkserver, Path(bake(cookies, **answers).project_path), answers, tmp_path, "cuda")
+
+
+@pytest.mark.parametrize("name", REJECTED)
+def test_refused_combination_fails_with_its_message_and_no_output(name, cookies, capfd):
+    answers = REJECTED[name]
+    result = bake(cookies, **answers)
+    assert result.exit_code != 0
+    expected = [message for trick, message in REJECTION_MESSAGES.items() if answers[trick]]
+    errors = [line for line in capfd.readouterr().err.splitlines() if line.startswith("ERROR: ")]
+    assert any(message in line for message in expected for line in errors), errors
+    assert list(last_output_dir(cookies).iterdir()) == []
+
+
+def test_the_design_covers_every_boolean_against_every_choice_and_text_answer():
+    assert len(ACCEPTED) == 2 ** len(TRICKS)
+    rows = [*ACCEPTED.values(), *REJECTED.values()]
+    answers = {**CHOICES, "gpu_ids": GPU_IDS, "project_name": PROJECT_NAMES}
+    for trick in TRICKS:
+        for value in (False, True):
+            for key, options in answers.items():
+                for option in options:
+                    assert any(r[trick] == value and r[key] == option for r in rows), (trick, value, key, option)
+    for key, options in CHOICES.items():
+        assert min(sum(r[key] == option for r in ACCEPTED.values()) for option in options) >= 2 ** len(TRICKS) // 8
