@@ -22,3 +22,19 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def default_project(cookies_session) -> Path:
     return baked_project(cookies_session)
+
+
+MATRIX_TESTS = {
+    "test_combination_renders_clean_and_trains_on_cpu": "rendered, checked and trained on CPU",
+    "test_combination_trains_on_cuda": "trained on CUDA",
+    "test_refused_combination_fails_with_its_message_and_no_output": "refused by the hook as expected",
+}
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say how much of the combination matrix really ran (skips are not passes)."""
+    passed = [r for r in terminalreporter.stats.get("passed", []) if r.when == "call"]
+    counts = {name: sum(f"::{name}[" in r.nodeid for r in passed) for name in MATRIX_TESTS}
+    if any(counts.values()):
+        parts = [f"{count} {MATRIX_TESTS[name]}" for name, count in counts.items()]
+        terminalreporter.write_line("combination matrix: " + "; ".join(parts))

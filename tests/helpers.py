@@ -45,7 +45,7 @@ def run_in(project: Path, *args: str, timeout: float = 300, check: bool = True) 
 
 
 def package_of(project: Path) -> str:
-    return next((project / "src").iterdir()).name
+    return next(path.parent.name for path in (project / "src").glob("*/__init__.py"))
 
 
 def last_output_dir(cookies) -> Path:

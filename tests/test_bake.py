@@ -45,6 +45,7 @@ def test_render_is_ruff_clean(model_project):
     assert_ruff_clean(model_project)
 
 
+@pytest.mark.slow
 def test_generated_tests_pass(model_project):
     run_in(model_project, "-m", "pytest", "-q", "-p", "no:cacheprovider")
 

@@ -57,6 +57,7 @@ def test_render_is_ruff_clean(combination):
     assert_ruff_clean(combination[1])
 
 
+@pytest.mark.slow
 def test_generated_tests_pass(combination):
     run_in(combination[1], "-m", "pytest", "-q", "-p", "no:cacheprovider")
 
