@@ -12,6 +12,7 @@ CTX = json.loads(r"""{{ cookiecutter | tojson }}""")
 # feature (a boolean answer) -> files that exist only when it is on
 FEATURE_FILES = {
     "use_amp": ["{package}/amp.py", "tests/test_amp.py"],
+    "use_distributed": ["{package}/distributed.py", "tests/test_distributed.py"],
     "use_sync_bn": ["{package}/sync_bn.py", "tests/test_sync_bn.py"],
     "use_freezing": ["{package}/freezing.py", "tests/test_freezing.py"],
     "use_layerwise_lr": ["tests/test_layerwise_lr.py"],

@@ -41,10 +41,10 @@ def problems(ctx: dict):
         yield f"gpu_ids {ctx['gpu_ids']!r} must be comma-separated GPU numbers such as '0' or '0,1', or empty for CPU"
     elif gpu_ids and len(set(gpu_ids.split(","))) < len(gpu_ids.split(",")):
         yield f"gpu_ids {ctx['gpu_ids']!r} lists a GPU twice; list each id once"
-    elif ctx["use_sync_bn"] and len(gpu_ids.split(",")) < 2:
+    if ctx["use_sync_bn"] and not ctx["use_distributed"]:
         yield (
-            "use_sync_bn synchronises BatchNorm across GPUs, so it needs at least two gpu_ids (e.g. '0,1'); "
-            "list them or answer no to use_sync_bn"
+            "use_sync_bn synchronises BatchNorm across the processes of a multi-GPU job, so it needs "
+            "use_distributed; answer yes to use_distributed or no to use_sync_bn"
         )
 
 

@@ -59,6 +59,7 @@ TRICKS = sorted(key for key, value in CONTEXT.items() if isinstance(value, bool)
 # the config keys it adds, and the train flags that exercise it in a smoke run.
 TRACES = {
     "use_amp": ["autocast", "gradscaler", "--precision"],
+    "use_distributed": ["torchrun", "distributeddataparallel", "--nproc"],
     "use_sync_bn": ["syncbatchnorm", "sync_bn", "sync-bn"],
     "use_freezing": ["freeze", "frozen"],
     "use_layerwise_lr": ["lr_mult", "lr-mult", "layer-wise"],
@@ -69,6 +70,7 @@ TRACES = {
 }
 CONFIG_KEYS = {
     "use_amp": ["precision"],
+    "use_distributed": ["nproc", "dist_timeout"],
     "use_sync_bn": ["sync_bn"],
     "use_freezing": ["freeze"],
     "use_layerwise_lr": ["lr_mult"],
@@ -91,6 +93,7 @@ def smoke_flags(tricks, model: str) -> list[str]:
     frozen, head = MODEL_PARTS[model]
     flags = {
         "use_amp": [],  # the render's own default precision
+        "use_distributed": [],  # the smoke runs join a one-process group (see smoke_child)
         "use_sync_bn": ["--sync-bn"],
         "use_freezing": ["--freeze", frozen],
         "use_layerwise_lr": ["--lr-mult", f"{head}=10"],
@@ -103,14 +106,16 @@ def smoke_flags(tricks, model: str) -> list[str]:
 
 
 # Answers that a trick needs from other prompts.
-REQUIRES = {"use_sync_bn": {"gpu_ids": "0,1"}}
+REQUIRES = {"use_sync_bn": "use_distributed"}
+
+
+def with_requirements(tricks_on) -> list[str]:
+    """The tricks plus those they need (SyncBN needs distributed training)."""
+    return sorted({*tricks_on, *(REQUIRES[t] for t in tricks_on if t in REQUIRES)})
 
 
 def answers_for(tricks_on) -> dict:
-    answers = {trick: trick in tricks_on for trick in TRICKS}
-    for trick in tricks_on:
-        answers.update(REQUIRES.get(trick, {}))
-    return answers
+    return {trick: trick in with_requirements(tricks_on) for trick in TRICKS}
 
 
 def feature_files() -> dict[str, list[str]]:

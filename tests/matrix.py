@@ -5,13 +5,14 @@ choice value and every text variant), plus every combination the pre-generation 
 import itertools
 import random
 
-from helpers import CHOICES, TRICKS
+from helpers import CHOICES, REQUIRES, TRICKS
 
 GPU_IDS = ["0", "", "1", "0,1", "0,1,2,3"]
 PROJECT_NAMES = ["My Project", "Flower Classifier", "Vision Ünïcode", "x"]
 SHORT = {  # short names keep test ids readable (pytest replaces ids over 100 characters)
     "use_amp": "amp",
     "use_checkpointing": "ckpt",
+    "use_distributed": "ddp",
     "use_freezing": "freeze",
     "use_grad_clipping": "clip",
     "use_label_smoothing": "smooth",
@@ -36,19 +37,16 @@ def _name(answers: dict) -> str:
 
 
 def combinations() -> tuple[dict[str, dict], dict[str, dict]]:
-    """(accepted, rejected): answers by readable id. Deterministic."""
+    """(accepted, rejected): answers by readable id, from every combination of the booleans. Deterministic."""
     rng = random.Random(2026)
     accepted, rejected = {}, {}
     for values in itertools.product([False, True], repeat=len(TRICKS)):
         answers = _draw(rng, dict(zip(TRICKS, values, strict=True)))
-        several = [ids for ids in GPU_IDS if "," in ids]
-        answers["gpu_ids"] = rng.choice(several if answers["use_sync_bn"] else GPU_IDS)
-        accepted[_name(answers)] = answers
-        if answers["use_sync_bn"]:  # the same answers with fewer than two GPUs must be refused
-            refused = {**answers, "gpu_ids": rng.choice([ids for ids in GPU_IDS if "," not in ids])}
-            rejected[_name(refused)] = refused
+        answers["gpu_ids"] = rng.choice(GPU_IDS)
+        refused = any(answers[trick] and not answers[needed] for trick, needed in REQUIRES.items())
+        (rejected if refused else accepted)[_name(answers)] = answers
     return accepted, rejected
 
 
 ACCEPTED, REJECTED = combinations()
-REJECTION_MESSAGES = {"use_sync_bn": "use_sync_bn synchronises BatchNorm across GPUs"}
+REJECTION_MESSAGES = {"use_sync_bn": "use_sync_bn synchronises BatchNorm across the processes of a multi-GPU job"}

@@ -7,15 +7,27 @@ imports the render's package from its src/, runs the command line in-process and
 import importlib
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
 
-def run(src: str, package: str, commands: list[list[str]], report: str, frozen: str | None) -> None:
+def join_one_process_group() -> None:
+    """What torchrun would set for a single worker: the distributed code path runs (gloo, world of 1)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    os.environ.update(env)
+
+
+def run(src: str, package: str, commands: list[list[str]], report: str, frozen: str | None, ddp: bool) -> None:
     log = os.open(Path(report).with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(log, 1)
     os.dup2(log, 2)
     sys.path.insert(0, src)
+    if ddp:
+        join_one_process_group()
     import torch
 
     cli = importlib.import_module(f"{package}.cli")

@@ -85,7 +85,8 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
     frozen = MODEL_PARTS[answers["model"]][0] if answers["use_freezing"] else None
     report = out / "report.json"
     child = forkserver.Process(
-        target=smoke_child.run, args=(str(project / "src"), package_of(project), commands, str(report), frozen)
+        target=smoke_child.run,
+        args=(str(project / "src"), package_of(project), commands, str(report), frozen, answers["use_distributed"]),
     )
     child.start()
     child.join(SMOKE_TIMEOUT)
@@ -105,6 +106,8 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
         assert all((key in saved) == (trick in tricks) for key in keys), trick
     if answers["use_checkpointing"]:
         assert seen["checkpoint_epochs"] == [1, 2] and "resumed from" in log
+    if answers["use_distributed"]:
+        assert "distributed: world size 1, backend gloo" in log
     if answers["use_freezing"]:
         assert seen["frozen_unchanged"] and "frozen parameters:" in log
     if answers["use_layerwise_lr"]:
@@ -147,7 +150,7 @@ def test_refused_combination_fails_with_its_message_and_no_output(name, cookies,
 
 
 def test_the_design_covers_every_boolean_against_every_choice_and_text_answer():
-    assert len(ACCEPTED) == 2 ** len(TRICKS)
+    assert len(ACCEPTED) + len(REJECTED) == 2 ** len(TRICKS)
     rows = [*ACCEPTED.values(), *REJECTED.values()]
     answers = {**CHOICES, "gpu_ids": GPU_IDS, "project_name": PROJECT_NAMES}
     for trick in TRICKS:
@@ -156,4 +159,4 @@ def test_the_design_covers_every_boolean_against_every_choice_and_text_answer():
                 for option in options:
                     assert any(r[trick] == value and r[key] == option for r in rows), (trick, value, key, option)
     for key, options in CHOICES.items():
-        assert min(sum(r[key] == option for r in ACCEPTED.values()) for option in options) >= 2 ** len(TRICKS) // 8
+        assert min(sum(r[key] == option for r in ACCEPTED.values()) for option in options) >= len(ACCEPTED) // 8

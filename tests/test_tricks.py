@@ -18,10 +18,15 @@ from helpers import (
     package_of,
     run_in,
     smoke_flags,
+    with_requirements,
 )
 from test_bake import assert_ruff_clean
 
-COMBINATIONS = {"none": [], "all": TRICKS, **{trick.removeprefix("use_"): [trick] for trick in TRICKS}}
+COMBINATIONS = {
+    "none": [],
+    "all": TRICKS,
+    **{trick.removeprefix("use_"): with_requirements([trick]) for trick in TRICKS},
+}
 
 
 @pytest.fixture(scope="module", params=COMBINATIONS, ids=str)

@@ -15,6 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+{% if cookiecutter.use_distributed %}
+from .distributed import barrier, gather, is_main, rank
+{% endif %}
 from .errors import UserError
 
 
@@ -52,11 +55,26 @@ def atomic_save(obj, path: Path) -> None:
     os.replace(temporary, path)
 
 
+{% if cookiecutter.use_distributed %}
+def save_checkpoints(out: Path, stateful: dict, loader_generator, metrics: list[dict], cfg) -> None:
+    """Rank 0 writes last.pt (every rank's random state included) and copies it to best.pt on a new best.
+
+    Called on every rank; returns once the files are complete, so any rank may read them afterwards.
+    """
+    rng = gather(rng_state(loader_generator))
+    if is_main():
+        _write(out, stateful, rng, metrics, cfg)
+    barrier()
+
+
+def _write(out: Path, stateful: dict, rng: list[dict], metrics: list[dict], cfg) -> None:
+{% else %}
 def save_checkpoints(out: Path, stateful: dict, loader_generator, metrics: list[dict], cfg) -> None:
     """Write last.pt; copy it to best.pt when the newest epoch has the best validation accuracy so far."""
+    rng = [rng_state(loader_generator)]
+{% endif %}
     state = {name: obj.state_dict() for name, obj in stateful.items()}
-    state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng_state(loader_generator)}
-    state["config"] = dataclasses.asdict(cfg)
+    state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng, "config": dataclasses.asdict(cfg)}
     atomic_save(state, out / "last.pt")
     if metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):
         shutil.copyfile(out / "last.pt", out / "best.pt.tmp")
@@ -102,6 +120,13 @@ def resume(path: Path | None, stateful: dict, loader_generator, cfg) -> list[dic
             obj.load_state_dict(state[name])
         except (RuntimeError, ValueError, KeyError) as exc:
             raise UserError(f"{path}: the saved {name} does not fit ({str(exc).splitlines()[0]})") from None
-    restore_rng(state["rng"], loader_generator)
+{% if cookiecutter.use_distributed %}
+    index = rank() if rank() < len(state["rng"]) else 0
+    if index != rank():
+        print(f"{path} was written by {len(state['rng'])} processes: random streams continue from rank 0's")
+    restore_rng(state["rng"][index], loader_generator)
+{% else %}
+    restore_rng(state["rng"][0], loader_generator)
+{% endif %}
     print(f"resumed from {path} after epoch {state['epoch']}")
     return state["metrics"]

@@ -1,9 +1,15 @@
 """Command line: `python -m {{ cookiecutter.package_name }} train|evaluate|predict ...`."""
 
 import argparse
+{% if cookiecutter.use_distributed %}
+import os
+{% endif %}
 import sys
 
 from .config import GPU_IDS_HELP, add_config_arguments, make_config
+{% if cookiecutter.use_distributed %}
+from .distributed import launch, launched, workers_wanted
+{% endif %}
 from .errors import UserError
 from .inference import evaluate_run, predict
 from .runtime import resolve_device, select_gpus
@@ -41,11 +47,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+{% if cookiecutter.use_distributed %}
+def run(args: argparse.Namespace, argv: list[str]) -> None:
+{% else %}
 def run(args: argparse.Namespace) -> None:
+{% endif %}
     if args.command == "train":
         values = {k: v for k, v in vars(args).items() if k not in ("command", "debug", "config")}
         cfg = make_config(values, getattr(args, "config", None))
+{% if cookiecutter.use_distributed %}
+        if not launched():  # torchrun's workers inherit the launcher's CUDA_VISIBLE_DEVICES
+            select_gpus(cfg.gpus)
+            if workers_wanted(cfg) > 1:
+                launch(workers_wanted(cfg), argv, __package__)
+                return
+{% else %}
         select_gpus(cfg.gpus)
+{% endif %}
         train(cfg)
         return
 
@@ -59,6 +77,18 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+{% if cookiecutter.use_distributed %}
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    try:
+        run(args, argv)
+    except UserError as exc:
+        if args.debug:
+            raise
+        where = f" (rank {os.environ['RANK']})" if launched() else ""
+        print(f"error{where}: {exc}", file=sys.stderr)
+        return exc.exit_code
+{% else %}
     args = build_parser().parse_args(argv)
     try:
         run(args)
@@ -67,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+{% endif %}
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

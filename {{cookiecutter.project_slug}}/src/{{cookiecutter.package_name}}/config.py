@@ -39,7 +39,11 @@ class TrainConfig:
     )
     std: list[float] | None = option(None, "normalisation std (auto: as for --mean)", nargs=3, metavar=("R", "G", "B"))
     epochs: int = option(5, "number of epochs")
+{% if cookiecutter.use_distributed %}
+    batch_size: int = option(64, "images per step over all processes together (global; divides by their number)")
+{% else %}
     batch_size: int = option(64, "images per step")
+{% endif %}
     optimizer: str = option("sgd", "optimizer", choices=["sgd", "adamw"])
     lr: float | None = option(None, "learning rate (auto: 0.05 for sgd, 0.001 for adamw)")
     momentum: float = option(0.9, "SGD momentum (Nesterov)")
@@ -57,6 +61,10 @@ class TrainConfig:
     max_steps_per_epoch: int | None = option(None, "cap training and validation steps per epoch (smoke runs)")
 {% if cookiecutter.use_amp %}
     precision: str = option("{{ cookiecutter.amp_precision }}", "autocast precision (fp32 turns it off)", choices=["fp32", "bf16", "fp16"])
+{% endif %}
+{% if cookiecutter.use_distributed %}
+    nproc: int | None = option(None, "processes to start on this machine (default: one per --gpus id on GPUs)")
+    dist_timeout: int = option(600, "seconds a process waits for the others before the job stops")
 {% endif %}
 {% if cookiecutter.use_sync_bn %}
     sync_bn: bool = option(True, "BatchNorm becomes SyncBatchNorm when training on several GPUs")
@@ -88,7 +96,11 @@ class TrainConfig:
 {% endif %}
 
     def __post_init__(self):
+{% if cookiecutter.use_distributed %}
+        for name in ("epochs", "batch_size", "image_size", "max_steps_per_epoch", "step_size", "nproc", "dist_timeout"):
+{% else %}
         for name in ("epochs", "batch_size", "image_size", "max_steps_per_epoch", "step_size"):
+{% endif %}
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")

@@ -7,9 +7,15 @@ from urllib.error import URLError
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+{% if cookiecutter.use_distributed %}
+from torch.utils.data.distributed import DistributedSampler
+{% endif %}
 from torchvision import datasets
 from torchvision.transforms import v2
 
+{% if cookiecutter.use_distributed %}
+from .distributed import ShardSampler, is_distributed, world_size
+{% endif %}
 from .errors import UserError
 from .runtime import seed_worker
 
@@ -152,11 +158,25 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
     classes = list(splits["val"].classes)
     if train and list(splits["train"].classes) != classes:
         raise UserError(f"{cfg.data}: train/ and val/ hold different class folders; make them match")
+{% if cookiecutter.use_distributed %}
+    # --batch-size is global: each of the world's processes loads its share.
+    samplers = {}
+    if is_distributed():
+        samplers["val"] = ShardSampler(splits["val"])
+        if train:
+            samplers["train"] = DistributedSampler(splits["train"], seed=cfg.seed)
+{% endif %}
     loaders = {
         split: DataLoader(
             dataset,
+{% if cookiecutter.use_distributed %}
+            batch_size=cfg.batch_size // world_size(),
+            shuffle=split == "train" and split not in samplers,
+            sampler=samplers.get(split),
+{% else %}
             batch_size=cfg.batch_size,
             shuffle=split == "train",
+{% endif %}
             num_workers=cfg.num_workers,
             pin_memory=device.type == "cuda",  # T13
             persistent_workers=cfg.num_workers > 0,

@@ -9,13 +9,22 @@ from tqdm import tqdm
 {% if cookiecutter.use_amp %}
 from .amp import autocast
 {% endif %}
+{% if cookiecutter.use_distributed %}
+from .distributed import all_reduce, is_main
+{% endif %}
 from .metrics import confusion_matrix
 
 
 def _batches(loader, max_steps: int | None, description: str):
     steps = len(loader) if max_steps is None else min(max_steps, len(loader))
+{% if cookiecutter.use_distributed %}
+    # tqdm hides itself when stdout is not a terminal (disable=None), and on every rank but 0.
+    disable = None if is_main() else True
+    return tqdm(itertools.islice(loader, steps), total=steps, desc=description, leave=False, disable=disable)
+{% else %}
     # tqdm hides itself when stdout is not a terminal (disable=None), so logs stay clean.
     return tqdm(itertools.islice(loader, steps), total=steps, desc=description, leave=False, disable=None)
+{% endif %}
 
 
 {% set loss_targets = "soft_targets" if cookiecutter.use_mixup else "targets" %}
@@ -77,14 +86,19 @@ def train_one_epoch(
         correct += (logits.argmax(1) == targets).sum()
         seen += len(targets)
         steps += 1
-{% if cookiecutter.use_grad_clipping %}
-    stats = {"train_loss": loss_sum.item() / seen, "train_acc": correct.item() / seen}
-    if cfg.clip_grad_norm:
-        stats["grad_norm"] = grad_norm_sum.item() / steps  # mean norm before clipping
-    return stats
+{% if cookiecutter.use_distributed %}
+    # One host sync per epoch, with sums over every rank so all ranks report the same figures.
+    totals = all_reduce(torch.stack([loss_sum, correct.to(loss_sum.dtype), torch.tensor(float(seen), device=device)]))
+    loss_sum, correct, seen = totals.tolist()
+    stats = {"train_loss": loss_sum / seen, "train_acc": correct / seen}
 {% else %}
-    return {"train_loss": loss_sum.item() / seen, "train_acc": correct.item() / seen}
+    stats = {"train_loss": loss_sum.item() / seen, "train_acc": correct.item() / seen}
 {% endif %}
+{% if cookiecutter.use_grad_clipping %}
+    if cfg.clip_grad_norm:
+        stats["grad_norm"] = grad_norm_sum.item() / steps  # mean norm before clipping (the same on every rank)
+{% endif %}
+    return stats
 
 
 @torch.inference_mode()
@@ -109,6 +123,10 @@ def evaluate(model, loader, device, num_classes: int, max_steps=None) -> dict:
 {% endif %}
         loss_sum += criterion(logits.float(), targets)
         matrix += confusion_matrix(targets, logits.argmax(1), num_classes)
+{% if cookiecutter.use_distributed %}
+    all_reduce(matrix)  # exact: every image was evaluated by exactly one rank
+    all_reduce(loss_sum)
+{% endif %}
     matrix = matrix.cpu()
     seen = int(matrix.sum())
     return {"val_loss": loss_sum.item() / seen, "val_acc": matrix.trace().item() / seen, "confusion": matrix}

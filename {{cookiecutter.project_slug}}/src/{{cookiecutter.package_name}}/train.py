@@ -17,6 +17,9 @@ from .checkpoint import find_checkpoint, resume, save_checkpoints
 {% endif %}
 from .config import TrainConfig, save_config
 from .data import build_data, default_image_size, resolve_normalisation
+{% if cookiecutter.use_distributed %}
+from .distributed import barrier, broadcast, is_distributed, is_main, setup, teardown, world_size, wrap
+{% endif %}
 from .engine import evaluate, train_one_epoch
 from .errors import UserError
 {% if cookiecutter.use_freezing %}
@@ -59,13 +62,13 @@ def _default_output_dir(cfg: TrainConfig) -> str:
     return time.strftime("runs/%Y%m%d-%H%M%S")
 
 
-def _prepare_output_dir(path: str) -> Path:
-    out = Path(path)
+def _start_run_dir(out: Path, cfg: TrainConfig, classes: list[str]) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create output dir {out}: {exc.strerror}; pick another --output-dir") from None
-    return out
+    save_config(cfg, out / "config.yaml")
+    (out / "classes.txt").write_text("\n".join(classes) + "\n")
 
 
 def _format(row: dict) -> str:
@@ -74,9 +77,17 @@ def _format(row: dict) -> str:
 
 
 def train(cfg: TrainConfig) -> dict:
+{% if cookiecutter.use_distributed %}
+    device = setup(cfg.device, cfg.dist_timeout) or resolve_device(cfg.device)
+    seed_everything(cfg.seed, cfg.deterministic)
+    cfg = broadcast(resolve(cfg))  # rank 0's output dir and statistics for every rank
+    if cfg.batch_size % world_size():
+        raise UserError(f"--batch-size {cfg.batch_size} is global and must divide by the {world_size()} processes")
+{% else %}
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed, cfg.deterministic)
     cfg = resolve(cfg)
+{% endif %}
 {% if cookiecutter.use_amp %}
     cfg = dataclasses.replace(cfg, precision=resolve_precision(cfg.precision, device))
 {% endif %}
@@ -92,6 +103,9 @@ def train(cfg: TrainConfig) -> dict:
     sample = torch.zeros(1, 3, cfg.image_size, cfg.image_size, device=device)
     print(summary(model, input_data=sample, depth=2, mode="eval", verbose=0))  # T14/T15
     optimizer = build_optimizer(model, cfg)
+{% if cookiecutter.use_distributed %}
+    trained = wrap(model, device)  # DDP, after SyncBN and freezing; `model` stays unwrapped for saving
+{% endif %}
     scheduler = build_scheduler(optimizer, cfg)
 {% if cookiecutter.use_label_smoothing %}
     criterion = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)  # T33
@@ -105,9 +119,14 @@ def train(cfg: TrainConfig) -> dict:
     mix = build_mix(cfg, len(data.classes))
 {% endif %}
 
-    out = _prepare_output_dir(cfg.output_dir)
-    save_config(cfg, out / "config.yaml")
-    (out / "classes.txt").write_text("\n".join(data.classes) + "\n")
+    out = Path(cfg.output_dir)
+{% if cookiecutter.use_distributed %}
+    if is_main():
+        _start_run_dir(out, cfg, data.classes)
+    barrier()
+{% else %}
+    _start_run_dir(out, cfg, data.classes)
+{% endif %}
 {% if cookiecutter.use_checkpointing %}
     stateful = {"model": model, "optimizer": optimizer, "scheduler": scheduler{{ ', "scaler": scaler' if cookiecutter.use_amp else '' }}}
     rows = resume(find_checkpoint(cfg.resume, out), stateful, data.train.generator, cfg)
@@ -119,7 +138,13 @@ def train(cfg: TrainConfig) -> dict:
         row = {"epoch": epoch}
         rates = learning_rates(optimizer)
 {% set tricks = (", scaler" if cookiecutter.use_amp else "") + (", mix" if cookiecutter.use_mixup else "") %}
+{% if cookiecutter.use_distributed %}
+        if is_distributed():
+            data.train.sampler.set_epoch(epoch)  # a new shuffle every epoch
+        row |= train_one_epoch(trained, data.train, criterion, optimizer, device, cfg{{ tricks }})
+{% else %}
         row |= train_one_epoch(model, data.train, criterion, optimizer, device, cfg{{ tricks }})
+{% endif %}
 {% if cookiecutter.use_amp %}
         val = evaluate(model, data.val, device, len(data.classes), cfg.max_steps_per_epoch, cfg.precision)
 {% else %}
@@ -129,14 +154,25 @@ def train(cfg: TrainConfig) -> dict:
         row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"], **rates}
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(row)
+{% if cookiecutter.use_distributed %}
+        if is_main():
+            write_csv(out / "metrics.csv", rows)
+{% else %}
         write_csv(out / "metrics.csv", rows)
+{% endif %}
 {% if cookiecutter.use_checkpointing %}
         save_checkpoints(out, stateful, data.train.generator, rows, cfg)
 {% endif %}
         print(_format(row))
 
     weights = out / "model.pt"
+{% if cookiecutter.use_distributed %}
+    if is_main():
+        torch.save(model.state_dict(), weights)
+    teardown()
+{% else %}
     torch.save(model.state_dict(), weights)
+{% endif %}
     best = max(rows, key=lambda r: r["val_acc"])
     print(f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}); weights: {weights}")
-    return {"best_val_acc": best["val_acc"], "weights": weights, "metrics": rows, "config": cfg}
+    return {"best_val_acc": best["val_acc"], "weights": weights, "metrics": rows, "config": cfg, "model": model}

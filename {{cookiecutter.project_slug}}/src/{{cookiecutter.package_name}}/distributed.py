@@ -1,0 +1,138 @@
+"""Data-parallel training with DistributedDataParallel (T39), launched by torchrun.
+
+`torchrun --nproc-per-node=N -m {{ cookiecutter.package_name }} train ...` starts N workers and sets RANK,
+WORLD_SIZE and LOCAL_RANK for each. The short form `train --gpus 0,1` (or `--device cpu --nproc 2`) starts
+the same workers through PyTorch's own launcher, torch.distributed.run. Rank 0 alone prints, shows
+progress bars and writes files; every rank computes the same, exactly reduced metrics.
+"""
+
+import datetime
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.run import get_args_parser, run
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import Sampler
+
+from .errors import UserError
+
+
+def launched() -> bool:
+    """True inside a worker started by torchrun (or by `launch`)."""
+    return "LOCAL_RANK" in os.environ
+
+
+def workers_wanted(cfg) -> int:
+    """--nproc when given, else one worker per --gpus id when training on GPUs, else one."""
+    if cfg.nproc:
+        return cfg.nproc
+    gpus = [gpu for gpu in cfg.gpus.split(",") if gpu.strip()]
+    return len(gpus) if cfg.device != "cpu" and torch.cuda.is_available() else 1
+
+
+def launch(workers: int, argv: list[str], package: str) -> None:
+    """Run this same command in `workers` processes on this machine, through torch.distributed.run."""
+    print(f"starting {workers} workers with torch.distributed.run")
+    launcher = get_args_parser().parse_args(["--standalone", f"--nproc-per-node={workers}", "-m", package])
+    launcher.training_script_args = argv  # set apart so torchrun's parser never reads our flags
+    # The workers import this very package, wherever it was imported from here.
+    here = str(Path(__file__).resolve().parents[1])
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    try:
+        run(launcher)
+    except ChildFailedError as exc:
+        ranks = ", ".join(str(rank) for rank in sorted(exc.failures))
+        raise UserError(f"worker rank {ranks} failed (its message is above); the job was stopped") from None
+
+
+def setup(requested_device: str, timeout_seconds: int) -> torch.device | None:
+    """Join the process group of a launched worker: NCCL on CUDA, gloo on CPUs. None when not launched."""
+    if not launched():
+        return None
+    cuda = requested_device != "cpu" and torch.cuda.is_available()
+    if requested_device == "cuda" and not cuda:
+        raise UserError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    timeout = datetime.timedelta(seconds=timeout_seconds)  # a dead peer ends the job instead of hanging it
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout, device_id=device if cuda else None)
+    if not is_main():
+        sys.stdout = open(os.devnull, "w")  # rank 0 alone prints; errors still reach stderr
+    print(f"distributed: world size {world_size()}, backend {dist.get_backend()}")
+    return device
+
+
+def teardown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def is_distributed() -> bool:
+    return dist.is_initialized()
+
+
+def is_main() -> bool:
+    return not dist.is_initialized() or dist.get_rank() == 0
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def all_reduce(tensor: torch.Tensor) -> torch.Tensor:
+    """Sum over ranks, in place; a no-op in a single process."""
+    if dist.is_initialized():
+        dist.all_reduce(tensor)
+    return tensor
+
+
+def broadcast(obj):
+    """Rank 0's `obj` on every rank (one output dir, one set of statistics)."""
+    if not dist.is_initialized():
+        return obj
+    holder = [obj]
+    dist.broadcast_object_list(holder, src=0)
+    return holder[0]
+
+
+def gather(obj) -> list:
+    """Every rank's `obj`, in rank order, on every rank."""
+    if not dist.is_initialized():
+        return [obj]
+    objects = [None] * world_size()
+    dist.all_gather_object(objects, obj)
+    return objects
+
+
+def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """DDP after any SyncBatchNorm conversion; device_ids only on CUDA (a CPU device is refused)."""
+    if not dist.is_initialized():
+        return model
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+class ShardSampler(Sampler):
+    """Every index exactly once across ranks, no padding: evaluation sums stay exact."""
+
+    def __init__(self, dataset):
+        self.indices = list(range(len(dataset)))[rank() :: world_size()]
+
+    def __iter__(self):
+        return iter(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
