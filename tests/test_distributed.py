@@ -1,0 +1,126 @@
+"""DDP on CPU with gloo, as CI can run it: real multi-process jobs launched by torchrun."""
+
+import csv
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import answers_for, baked_project, package_of
+
+pytestmark = pytest.mark.slow
+
+# Deterministic on purpose: no random augmentation and a model without BatchNorm or dropout, so that two
+# processes with half the batch each must match one process with the whole batch.
+EQUIVALENCE_SCRIPT = """
+import os, sys
+import torch
+from torch import nn
+from {package} import data, train
+from {package}.config import TrainConfig
+
+augmenting = data.build_transform
+data.build_transform = lambda *args, train: augmenting(*args, train=False)
+train.build_model = lambda name, classes, *rest: nn.Sequential(
+    nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)
+)
+out = sys.argv[1]
+result = train.train(TrainConfig(device="cpu", epochs=2, max_steps_per_epoch=2, batch_size=16, num_workers=0,
+                                 output_dir=out))
+torch.save(result["model"].state_dict(), f"{{out}}/rank{{os.environ['RANK']}}.pt")
+"""
+
+
+@pytest.fixture(scope="module")
+def project(cookies_session) -> Path:
+    return baked_project(cookies_session, **answers_for(["use_distributed", "use_checkpointing"]))
+
+
+def torchrun(project: Path, workers: int, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={workers}", *args]
+    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def equivalence_runs(project, tmp_path_factory) -> dict[int, Path]:
+    script = tmp_path_factory.mktemp("script") / "equivalence.py"
+    script.write_text(textwrap.dedent(EQUIVALENCE_SCRIPT.format(package=package_of(project))))
+    runs = {}
+    for workers in (1, 2):
+        runs[workers] = tmp_path_factory.mktemp(f"world{workers}")
+        torchrun(project, workers, str(script), str(runs[workers]))
+    return runs
+
+
+def test_parameters_are_identical_across_ranks(equivalence_runs):
+    rank0, rank1 = (torch.load(equivalence_runs[2] / f"rank{r}.pt", weights_only=True) for r in (0, 1))
+    assert all(torch.equal(rank0[key], rank1[key]) for key in rank0)
+
+
+def test_two_processes_match_one_process_with_the_whole_batch(equivalence_runs):
+    one = torch.load(equivalence_runs[1] / "rank0.pt", weights_only=True)
+    two = torch.load(equivalence_runs[2] / "rank0.pt", weights_only=True)
+    error = max((one[key] - two[key]).abs().max().item() for key in one)
+    print(f"largest parameter difference, 2 x 8 vs 1 x 16 images, 4 steps: {error:.2e}")
+    assert error < 1e-5
+    for run in equivalence_runs.values():
+        with open(run / "metrics.csv") as file:
+            rows = list(csv.DictReader(file))
+        assert [row["epoch"] for row in rows] == ["1", "2"]
+    metrics = [(equivalence_runs[w] / "metrics.csv").read_text().splitlines() for w in (1, 2)]
+    drop_seconds = [[line.rsplit(",", 1)[0] for line in lines] for lines in metrics]
+    assert [r.split(",")[4] for r in drop_seconds[0]] == [r.split(",")[4] for r in drop_seconds[1]]  # val_acc
+
+
+def test_a_two_process_job_writes_one_set_of_files_and_resumes(project, tmp_path):
+    package, run = package_of(project), tmp_path / "run"
+    args = ["-m", package, "train", "--device", "cpu", "--epochs", "1", "--max-steps-per-epoch", "2"]
+    args += ["--batch-size", "8", "--output-dir", str(run)]
+    first = torchrun(project, 2, *args)
+    assert first.stdout.count("distributed: world size 2, backend gloo") == 1  # rank 0 alone prints
+    names = sorted(path.name for path in run.iterdir())
+    assert names == ["best.pt", "classes.txt", "config.yaml", "last.pt", "metrics.csv", "model.pt"]
+    state = torch.load(run / "last.pt", weights_only=True)
+    assert len(state["rng"]) == 2 and not any(key.startswith("module.") for key in state["model"])
+
+    second = torchrun(project, 2, *args, "--resume", "auto", "--epochs", "2")
+    assert "resumed from" in second.stdout
+    assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 2
+    with open(run / "metrics.csv") as file:
+        assert [row["epoch"] for row in csv.DictReader(file)] == ["1", "2"]
+
+
+def test_the_short_form_starts_one_worker_per_process_asked_for(project, tmp_path):
+    package, run = package_of(project), tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", package, "train", "--device", "cpu", "--nproc", "3", "--epochs", "1"]
+    command += ["--max-steps-per-epoch", "1", "--batch-size", "6", "--output-dir", str(run)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "starting 3 workers" in done.stdout and "distributed: world size 3, backend gloo" in done.stdout
+
+
+def test_a_failing_worker_stops_the_job_with_its_message(project, tmp_path):
+    package = package_of(project)
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", package, "train", "--device", "cpu", "--nproc", "2", "--batch-size", "7"]
+    done = subprocess.run(
+        [*command, "--output-dir", str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode != 0
+    assert "error (rank 0): --batch-size 7 is global and must divide by the 2 processes" in done.stderr
+    assert "worker rank" in done.stderr and "failed" in done.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs a machine with at least 2 GPUs")
+def test_two_gpus_with_nccl(project, tmp_path):
+    args = ["-m", package_of(project), "train", "--epochs", "1", "--max-steps-per-epoch", "3"]
+    done = torchrun(project, 2, *args, "--output-dir", str(tmp_path / "run"))
+    assert "distributed: world size 2, backend nccl" in done.stdout
