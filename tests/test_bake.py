@@ -46,8 +46,10 @@ def test_render_is_ruff_clean(model_project):
 
 
 @pytest.mark.slow
-def test_generated_tests_pass(model_project):
-    run_in(model_project, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+@pytest.mark.parametrize("model", CHOICES["model"][1:])
+def test_generated_tests_pass(model, cookies):
+    """The default model's render runs its tests installed, in test_install.py."""
+    run_in(baked_project(cookies, model=model), "-m", "pytest", "-q", "-p", "no:cacheprovider")
 
 
 def test_smoke_training_step_in_a_subprocess(model_project, tmp_path):

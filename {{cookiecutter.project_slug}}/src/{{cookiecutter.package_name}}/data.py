@@ -1,5 +1,6 @@
 """Datasets, transforms and loaders: embedded synthetic data, an ImageFolder tree, or torchvision's sets."""
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,20 +49,7 @@ class SyntheticImages(Dataset):
     classes = [f"{hue}_{width}" for width in SYNTHETIC_WIDTHS for hue in SYNTHETIC_HUES]
 
     def __init__(self, num_samples: int, seed: int, size: int = NATIVE_SIZE["synthetic"], transform=None):
-        g = torch.Generator().manual_seed(seed)
-        self.targets = torch.randint(len(self.classes), (num_samples,), generator=g)
-        hue = torch.tensor(list(SYNTHETIC_HUES.values()))[self.targets % len(SYNTHETIC_HUES)]
-        cycles = torch.tensor(list(SYNTHETIC_WIDTHS.values()))[self.targets // len(SYNTHETIC_HUES)]
-        angle = torch.rand(num_samples, generator=g) * math.pi
-        phase = torch.rand(num_samples, generator=g) * 2 * math.pi
-        brightness = 0.6 + 0.4 * torch.rand(num_samples, generator=g)
-        grid = torch.linspace(0, 1, size)
-        y, x = torch.meshgrid(grid, grid, indexing="ij")
-        along = x * angle.cos()[:, None, None] + y * angle.sin()[:, None, None]
-        stripes = 0.5 + 0.5 * torch.sin(2 * math.pi * cycles[:, None, None] * along + phase[:, None, None])
-        images = (hue * brightness[:, None])[:, :, None, None] * stripes[:, None]
-        images = images + 0.35 * torch.randn(images.shape, generator=g)
-        self.images = (images.clamp(0, 1) * 255).round().to(torch.uint8)
+        self.images, self.targets = _stripes(num_samples, seed, size)
         self.transform = transform
 
     def __len__(self) -> int:
@@ -70,6 +58,24 @@ class SyntheticImages(Dataset):
     def __getitem__(self, index: int):
         image = v2.functional.to_image(self.images[index])
         return self.transform(image) if self.transform else image, int(self.targets[index])
+
+
+@functools.lru_cache(maxsize=4)  # the same images serve statistics, training and every later run in a process
+def _stripes(num_samples: int, seed: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    targets = torch.randint(len(SyntheticImages.classes), (num_samples,), generator=g)
+    hue = torch.tensor(list(SYNTHETIC_HUES.values()))[targets % len(SYNTHETIC_HUES)]
+    cycles = torch.tensor(list(SYNTHETIC_WIDTHS.values()))[targets // len(SYNTHETIC_HUES)]
+    angle = torch.rand(num_samples, generator=g) * math.pi
+    phase = torch.rand(num_samples, generator=g) * 2 * math.pi
+    brightness = 0.6 + 0.4 * torch.rand(num_samples, generator=g)
+    grid = torch.linspace(0, 1, size)
+    y, x = torch.meshgrid(grid, grid, indexing="ij")
+    along = x * angle.cos()[:, None, None] + y * angle.sin()[:, None, None]
+    stripes = 0.5 + 0.5 * torch.sin(2 * math.pi * cycles[:, None, None] * along + phase[:, None, None])
+    images = (hue * brightness[:, None])[:, :, None, None] * stripes[:, None]
+    images = images + 0.35 * torch.randn(images.shape, generator=g)
+    return (images.clamp(0, 1) * 255).round().to(torch.uint8), targets
 
 
 def build_transform(source: str, image_size: int, mean, std, train: bool) -> v2.Compose:

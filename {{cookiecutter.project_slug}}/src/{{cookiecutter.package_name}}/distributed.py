@@ -119,7 +119,7 @@ def gather(obj) -> list:
 
 
 def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """DDP after any SyncBatchNorm conversion; device_ids only on CUDA (a CPU device is refused)."""
+    """DDP{{ " after any SyncBatchNorm conversion" if cookiecutter.use_sync_bn else "" }}; device_ids only on CUDA (a CPU device is refused)."""
     if not dist.is_initialized():
         return model
     return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
