@@ -11,6 +11,7 @@ import torch
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.optim import warmup_cosine
 
 
 def metrics_without_time(run: Path) -> list[dict]:
@@ -29,8 +30,9 @@ def assert_same_state(a: dict, b: dict) -> None:
             assert a[key] == b[key], key
 
 
-def test_resumed_run_equals_an_uninterrupted_one_bitwise(tiny_config, tmp_path, monkeypatch):
-    cfg = replace(tiny_config, epochs=4, max_steps_per_epoch=3)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_resumed_run_equals_an_uninterrupted_one_bitwise(tiny_config, tmp_path, monkeypatch, workers):
+    cfg = replace(tiny_config, epochs=4, max_steps_per_epoch=3, deterministic=True, num_workers=workers)
     train_module.train(replace(cfg, output_dir=str(tmp_path / "straight")))
 
     interrupted = tmp_path / "interrupted"
@@ -66,6 +68,7 @@ def test_checkpoints_hold_plain_data_and_best_follows_val_acc(tiny_config, tmp_p
     result = train_module.train(replace(tiny_config, epochs=2))
     run = Path(result["config"].output_dir)
     for name in ("last.pt", "best.pt"):
+        assert torch.serialization.get_unsafe_globals_in_checkpoint(run / name) == []
         state = torch.load(run / name, map_location="cpu", weights_only=True)
         assert {"model", "optimizer", "scheduler", "epoch", "metrics", "rng", "config"} <= state.keys()
     best = torch.load(run / "best.pt", weights_only=True)
@@ -89,3 +92,32 @@ def test_evaluate_accepts_a_checkpoint(tiny_config, tmp_path, capsys):
     train_module.train(tiny_config)
     assert main(["evaluate", "--weights", str(tmp_path / "run" / "best.pt"), "--device", "cpu"]) == 0
     assert "accuracy" in capsys.readouterr().out
+
+
+def test_resume_of_a_missing_or_truncated_checkpoint_exits_4(tiny_config, tmp_path, capsys):
+    train_module.train(tiny_config)
+    last = tmp_path / "run" / "last.pt"
+    assert main(["train", "--config", str(tmp_path / "run" / "config.yaml"), "--resume", str(last) + "x"]) == 4
+    assert "does not exist" in capsys.readouterr().err
+    last.write_bytes(last.read_bytes()[:1000])
+    assert main(["train", "--config", str(tmp_path / "run" / "config.yaml"), "--resume", str(last)]) == 4
+    assert "cannot be read" in capsys.readouterr().err
+
+
+def test_a_diverging_run_keeps_the_last_good_checkpoint(tiny_config, tmp_path, capsys, monkeypatch):
+    train_module.train(tiny_config)
+    last = tmp_path / "run" / "last.pt"
+    good = last.read_bytes()
+    nan_loss = lambda self, logits, target: logits.sum() * float("nan")  # noqa: E731
+    monkeypatch.setattr(torch.nn.CrossEntropyLoss, "forward", nan_loss)
+    args = ["train", "--config", str(tmp_path / "run" / "config.yaml"), "--resume", "auto", "--epochs", "2"]
+    assert main(args) == 7
+    assert "epoch 2: the training loss became NaN or infinite at step 1" in capsys.readouterr().err
+    assert last.read_bytes() == good and torch.load(last, weights_only=True)["epoch"] == 1
+
+
+def test_resume_with_more_epochs_follows_the_new_schedule(tiny_config, tmp_path):
+    train_module.train(replace(tiny_config, lr=0.1))
+    rows = train_module.train(replace(tiny_config, lr=0.1, epochs=3, resume="auto"))["metrics"]
+    expected = [0.1, *(0.1 * warmup_cosine(epoch, 0, 3) for epoch in (1, 2))]  # epoch 1 ran with epochs=1
+    assert [row["lr"] for row in rows] == pytest.approx(expected)

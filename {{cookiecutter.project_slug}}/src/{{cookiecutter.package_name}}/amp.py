@@ -4,7 +4,7 @@ import contextlib
 
 import torch
 
-from .errors import UserError
+from .errors import DeviceError
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -12,7 +12,7 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 def resolve_precision(precision: str, device: torch.device) -> str:
     """The precision this device can train in, or a clear refusal."""
     if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise UserError("this GPU cannot compute in bf16; use --precision fp16 (or fp32)")
+        raise DeviceError("this GPU cannot compute in bf16; use --precision fp16 (or fp32)")
     if precision == "fp16" and device.type != "cuda":
         # CPUs have no loss scaling and slow fp16 kernels; bf16 is their mixed precision.
         print("fp16 mixed precision needs a CUDA GPU: using bf16 on the CPU.")

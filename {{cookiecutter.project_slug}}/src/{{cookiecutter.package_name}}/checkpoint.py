@@ -18,7 +18,7 @@ import torch
 {% if cookiecutter.use_distributed %}
 from .distributed import barrier, gather, is_main, rank
 {% endif %}
-from .errors import UserError
+from .errors import ModelError
 
 
 def rng_state(loader_generator: torch.Generator) -> dict:
@@ -85,24 +85,28 @@ def load_checkpoint(path: Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
-        raise UserError(f"checkpoint {path} does not exist; check --resume") from None
+        raise ModelError(f"checkpoint {path} does not exist; check --resume") from None
     except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as exc:
-        raise UserError(f"checkpoint {path} cannot be read ({str(exc).splitlines()[0]})") from None
+        raise ModelError(f"checkpoint {path} cannot be read ({str(exc).splitlines()[0]})") from None
 
 
 def find_checkpoint(resume: str | None, out: Path) -> Path | None:
-    """`--resume PATH` as given; `--resume auto`: the newest checkpoint in the output dir that loads."""
+    """`--resume PATH` as given; `--resume auto`: the loadable checkpoint of the latest epoch in the output dir."""
     if resume != "auto":
         return Path(resume) if resume else None
-    for path in sorted(out.glob("*.pt"), key=lambda p: p.stat().st_mtime, reverse=True):
+    latest, latest_epoch = None, 0
+    for path in sorted(out.glob("*.pt")):  # best.pt before last.pt: last wins a tie
         if path.name != "model.pt":
             try:
-                load_checkpoint(path)
-                return path
-            except UserError as exc:
+                epoch = load_checkpoint(path)["epoch"]
+            except ModelError as exc:
                 print(f"skipping {exc}")
-    print(f"no checkpoint in {out}: starting from scratch")
-    return None
+                continue
+            if epoch >= latest_epoch:
+                latest, latest_epoch = path, epoch
+    if latest is None:
+        print(f"no checkpoint in {out}: starting from scratch")
+    return latest
 
 
 def resume(path: Path | None, stateful: dict, loader_generator, cfg) -> list[dict]:
@@ -114,12 +118,16 @@ def resume(path: Path | None, stateful: dict, loader_generator, cfg) -> list[dic
     mismatched = [key for key in ("model", "data", "batch_size") if saved.get(key) != getattr(cfg, key)]
     missing = [name for name in stateful if name not in state]
     if mismatched or missing:
-        raise UserError(f"{path} was written by a different run (differs in: {', '.join(mismatched + missing)})")
+        raise ModelError(f"{path} was written by a different run (differs in: {', '.join(mismatched + missing)})")
     for name, obj in stateful.items():
         try:
             obj.load_state_dict(state[name])
         except (RuntimeError, ValueError, KeyError) as exc:
-            raise UserError(f"{path}: the saved {name} does not fit ({str(exc).splitlines()[0]})") from None
+            raise ModelError(f"{path}: the saved {name} does not fit ({str(exc).splitlines()[0]})") from None
+    # The LR of the next epoch, from the schedule: `--epochs` may have changed since the checkpoint.
+    scheduler, optimizer = stateful["scheduler"], stateful["optimizer"]
+    for group, base_lr, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
+        group["lr"] = base_lr * factor(scheduler.last_epoch)
 {% if cookiecutter.use_distributed %}
     index = rank() if rank() < len(state["rng"]) else 0
     if index != rank():

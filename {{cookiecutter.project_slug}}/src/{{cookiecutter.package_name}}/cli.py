@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(exc: UserError) -> str:
+    """The message alone, also when a DataLoader worker raised it (PyTorch then adds the worker's traceback)."""
+    message = str(exc).strip()
+    return message.splitlines()[-1].split(": ", 1)[-1] if "Original Traceback" in message else message
+
+
 {% if cookiecutter.use_distributed %}
 def run(args: argparse.Namespace, argv: list[str]) -> None:
 {% else %}
@@ -86,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         where = f" (rank {os.environ['RANK']})" if launched() else ""
-        print(f"error{where}: {exc}", file=sys.stderr)
+        print(f"error{where}: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
 {% else %}
     args = build_parser().parse_args(argv)
@@ -95,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
 {% endif %}
     except KeyboardInterrupt:

@@ -58,6 +58,7 @@ class TrainConfig:
     gpus: str = option("{{ cookiecutter.gpu_ids }}", GPU_IDS_HELP)
     num_workers: int | None = option(None, "data-loading processes (auto: 0 for synthetic data, else up to 8)")
     output_dir: str | None = option(None, "where results go (auto: runs/<date-time>)")
+    overwrite: bool = option(False, "replace a finished run in --output-dir")
     max_steps_per_epoch: int | None = option(None, "cap training and validation steps per epoch (smoke runs)")
 {% if cookiecutter.use_amp %}
     precision: str = option("{{ cookiecutter.amp_precision }}", "autocast precision (fp32 turns it off)", choices=["fp32", "bf16", "fp16"])

@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.error import URLError
 
 import torch
+from PIL import Image, UnidentifiedImageError
 from torch.utils.data import DataLoader, Dataset
 {% if cookiecutter.use_distributed %}
 from torch.utils.data.distributed import DistributedSampler
@@ -17,7 +18,7 @@ from torchvision.transforms import v2
 {% if cookiecutter.use_distributed %}
 from .distributed import ShardSampler, is_distributed, world_size
 {% endif %}
-from .errors import UserError
+from .errors import DataError
 from .runtime import seed_worker
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
@@ -106,11 +107,20 @@ def compute_mean_std(dataset, samples: int = STATS_SAMPLES, seed: int = 0) -> tu
     return [round(v, 4) for v in mean.tolist()], [max(round(v, 4), 1e-3) for v in std.tolist()]  # never divide by 0
 
 
+def load_rgb(path: str) -> Image.Image:
+    """ImageFolder's loader, with a message that names the file a corrupt or non-image file is."""
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except (OSError, UnidentifiedImageError) as exc:
+        raise DataError(f"cannot read image {path} ({exc.__class__.__name__}); delete or replace the file") from None
+
+
 def _image_folder(root: Path, split: str) -> datasets.ImageFolder:
     try:
-        return datasets.ImageFolder(root / split)
+        return datasets.ImageFolder(root / split, loader=load_rgb)
     except FileNotFoundError as exc:
-        raise UserError(f"{root / split}: {exc}; put images in {root / split}/<class>/") from None
+        raise DataError(f"{root / split}: {exc}; put images in {root / split}/<class>/") from None
 
 
 def _open_dataset(source: str, root: str, train: bool, seed: int):
@@ -120,15 +130,15 @@ def _open_dataset(source: str, root: str, train: bool, seed: int):
         try:
             return DOWNLOADABLE[source](root, train=train, download=True)
         except (URLError, OSError, RuntimeError) as exc:
-            raise UserError(
+            raise DataError(
                 f"could not download {source} into {root} ({exc}); connect to the internet once "
                 "or copy the files there, then run again"
             ) from None
     folder = Path(source)
     if not folder.is_dir():
-        raise UserError(f"--data {source}: no such folder and not one of synthetic, {', '.join(DOWNLOADABLE)}")
+        raise DataError(f"--data {source}: no such folder and not one of synthetic, {', '.join(DOWNLOADABLE)}")
     if not ((folder / "train").is_dir() and (folder / "val").is_dir()):
-        raise UserError(f"--data {source} must contain train/ and val/ folders, each with one folder per class")
+        raise DataError(f"--data {source} must contain train/ and val/ folders, each with one folder per class")
     return _image_folder(folder, "train" if train else "val")
 
 
@@ -163,7 +173,7 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
         splits[split] = dataset
     classes = list(splits["val"].classes)
     if train and list(splits["train"].classes) != classes:
-        raise UserError(f"{cfg.data}: train/ and val/ hold different class folders; make them match")
+        raise DataError(f"{cfg.data}: train/ and val/ hold different class folders; make them match")
 {% if cookiecutter.use_distributed %}
     # --batch-size is global: each of the world's processes loads its share.
     samplers = {}
@@ -185,7 +195,9 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
 {% endif %}
             num_workers=cfg.num_workers,
             pin_memory=device.type == "cuda",  # T13
-            persistent_workers=cfg.num_workers > 0,
+            # Workers restart each epoch from seeds drawn from `generator`: the data order and augmentations
+            # stay reproducible after a resume, which persistent workers (and their RNG streams) would break.
+            persistent_workers=False,
             worker_init_fn=seed_worker,
             generator=torch.Generator().manual_seed(cfg.seed),
         )

@@ -18,7 +18,7 @@ from torch.distributed.run import get_args_parser, run
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import Sampler
 
-from .errors import UserError
+from .errors import DeviceError, UserError
 
 
 def launched() -> bool:
@@ -55,7 +55,7 @@ def setup(requested_device: str, timeout_seconds: int) -> torch.device | None:
         return None
     cuda = requested_device != "cpu" and torch.cuda.is_available()
     if requested_device == "cuda" and not cuda:
-        raise UserError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
+        raise DeviceError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
     device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)

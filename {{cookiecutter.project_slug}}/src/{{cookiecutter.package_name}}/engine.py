@@ -12,7 +12,10 @@ from .amp import autocast
 {% if cookiecutter.use_distributed %}
 from .distributed import all_reduce, is_main
 {% endif %}
+from .errors import TrainingDiverged
 from .metrics import confusion_matrix
+
+ADVICE = "lower --lr{{ ' or --clip-grad-norm' if cookiecutter.use_grad_clipping else '' }} and start again"
 
 
 def _batches(loader, max_steps: int | None, description: str):
@@ -48,6 +51,7 @@ def train_one_epoch(
 {% if cookiecutter.use_grad_clipping %}
     grad_norm_sum = torch.zeros((), device=device)
 {% endif %}
+    first_bad_step = torch.full((), -1, device=device)  # NaN/Inf guard without a host sync per step
     seen = steps = 0
     for images, targets in _batches(loader, cfg.max_steps_per_epoch, "train"):
         images = images.to(device, non_blocking=True)
@@ -82,16 +86,23 @@ def train_one_epoch(
 {% else %}
         optimizer.step()
 {% endif %}
+        first_bad_step = torch.where((first_bad_step < 0) & ~loss.detach().isfinite(), steps + 1, first_bad_step)
         loss_sum += loss.detach() * len(targets)
         correct += (logits.argmax(1) == targets).sum()
         seen += len(targets)
         steps += 1
 {% if cookiecutter.use_distributed %}
-    # One host sync per epoch, with sums over every rank so all ranks report the same figures.
-    totals = all_reduce(torch.stack([loss_sum, correct.to(loss_sum.dtype), torch.tensor(float(seen), device=device)]))
-    loss_sum, correct, seen = totals.tolist()
+    # One host sync per epoch, with sums over every rank so all ranks report the same figures (and all stop
+    # together if any rank's loss diverged).
+    totals = [loss_sum, correct.to(loss_sum.dtype), torch.tensor(float(seen), device=device), first_bad_step >= 0]
+    loss_sum, correct, seen, diverged = all_reduce(torch.stack([t.to(loss_sum.dtype) for t in totals])).tolist()
+    if diverged:
+        where = f"at step {first_bad_step.item()}" if first_bad_step.item() >= 0 else "on another rank"
+        raise TrainingDiverged(f"the training loss became NaN or infinite {where}; {ADVICE}")
     stats = {"train_loss": loss_sum / seen, "train_acc": correct / seen}
 {% else %}
+    if first_bad_step.item() >= 0:
+        raise TrainingDiverged(f"the training loss became NaN or infinite at step {first_bad_step.item()}; {ADVICE}")
     stats = {"train_loss": loss_sum.item() / seen, "train_acc": correct.item() / seen}
 {% endif %}
 {% if cookiecutter.use_grad_clipping %}

@@ -9,7 +9,7 @@ from PIL import Image, UnidentifiedImageError
 from .config import TrainConfig, load_config_file
 from .data import build_data, build_transform
 from .engine import evaluate
-from .errors import UserError
+from .errors import DataError, ModelError
 from .metrics import per_class_report, write_confusion_csv, write_csv
 from .models import build_model, load_weights
 
@@ -18,7 +18,7 @@ def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConf
     """The config and class names saved beside `weights` by `train`, and the model with those weights."""
     run_dir = Path(weights).parent
     if not (run_dir / "config.yaml").is_file() or not (run_dir / "classes.txt").is_file():
-        raise UserError(f"{run_dir} lacks config.yaml or classes.txt; pass weights from a training output dir")
+        raise ModelError(f"{run_dir} lacks config.yaml or classes.txt; pass weights from a training output dir")
     cfg = dataclasses.replace(TrainConfig(**load_config_file(run_dir / "config.yaml")), **overrides)
     classes = (run_dir / "classes.txt").read_text().split()
     model = build_model(cfg.model, len(classes))
@@ -30,7 +30,7 @@ def evaluate_run(weights: str, device: torch.device, output_dir: str | None = No
     cfg, classes, model = load_run(weights, device, **overrides)
     data = build_data(cfg, device, train=False)
     if data.classes != classes:
-        raise UserError(f"{cfg.data} has classes {data.classes}, the model was trained on {classes}")
+        raise DataError(f"{cfg.data} has classes {data.classes}, the model was trained on {classes}")
 {% if cookiecutter.use_amp %}
     stats = evaluate(model, data.val, device, len(classes), precision=cfg.precision)
 {% else %}
@@ -54,7 +54,7 @@ def predict(weights: str, images: list[str], device: torch.device) -> list[tuple
             with Image.open(path) as image:
                 batch = transform(image.convert("RGB")).unsqueeze(0).to(device)  # a batch of one (T09)
         except (OSError, UnidentifiedImageError) as exc:
-            raise UserError(f"cannot read image {path}: {exc}") from None
+            raise DataError(f"cannot read image {path}: {exc}") from None
         probabilities = model(batch).softmax(1)[0]
         index = int(probabilities.argmax())
         results.append((path, classes[index], float(probabilities[index])))

@@ -11,7 +11,7 @@ import torch
 import torchvision
 from torch import nn
 
-from .errors import UserError
+from .errors import ModelError
 
 BUILTIN = "small_cnn"
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # added by DDP and torch.compile (T19)
@@ -68,17 +68,17 @@ def init_weights(model: nn.Module, scheme: str) -> None:
 def build_model(name: str, num_classes: int, pretrained: bool = False, init: str = "default") -> nn.Module:
     if name == BUILTIN:
         if pretrained:
-            raise UserError(f"{BUILTIN} has no pretrained weights; drop --pretrained or pick a torchvision model")
+            raise ModelError(f"{BUILTIN} has no pretrained weights; drop --pretrained or pick a torchvision model")
         model = SmallCNN(num_classes)
     elif name not in model_names():
         close = difflib.get_close_matches(name, model_names(), n=3)
         hint = f"did you mean {' or '.join(close)}?" if close else f"try {BUILTIN} or resnet18"
-        raise UserError(f"unknown model '{name}'; {hint}")
+        raise ModelError(f"unknown model '{name}'; {hint}")
     elif pretrained:
         try:
             model = torchvision.models.get_model(name, weights="DEFAULT")
         except (URLError, OSError, RuntimeError) as exc:
-            raise UserError(
+            raise ModelError(
                 f"could not download pretrained weights for {name} ({exc}); connect to the internet once "
                 f"or copy the file into {torch.hub.get_dir()}/checkpoints, or drop --pretrained"
             ) from None
@@ -106,7 +106,7 @@ def check_patterns(model: nn.Module, patterns, flag: str) -> None:
     for pattern in patterns:
         if not any(name_matches(name, pattern) for name in names):
             top = ", ".join(name for name, _ in model.named_children())
-            raise UserError(f"{flag} {pattern!r} matches no parameter; the model's top-level modules are: {top}")
+            raise ModelError(f"{flag} {pattern!r} matches no parameter; the model's top-level modules are: {top}")
 
 
 {% endif %}
@@ -122,9 +122,9 @@ def load_state_dict(path, map_location="cpu") -> dict:
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
-        raise UserError(f"weights file {path} does not exist; pass the model.pt of a training run") from None
+        raise ModelError(f"weights file {path} does not exist; pass the model.pt of a training run") from None
     except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as exc:
-        raise UserError(f"{path} is not a readable PyTorch weights file ({str(exc).splitlines()[0]})") from None
+        raise ModelError(f"{path} is not a readable PyTorch weights file ({str(exc).splitlines()[0]})") from None
 {% if cookiecutter.use_checkpointing %}
     if isinstance(state.get("model"), dict):
         state = state["model"]
@@ -143,4 +143,4 @@ def load_weights(model: nn.Module, path) -> None:
         model.load_state_dict(load_state_dict(path))
     except RuntimeError as exc:
         mismatch = " ".join(str(exc).split("\n", 1)[-1].split())
-        raise UserError(f"{path} does not fit this model: {mismatch[:300]}") from None
+        raise ModelError(f"{path} does not fit this model: {mismatch[:300]}") from None

@@ -70,10 +70,11 @@ def build_optimizer(model: nn.Module, cfg) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=cfg.lr)
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, cfg) -> torch.optim.lr_scheduler.LRScheduler:
-    """Stepped once per epoch. Both schedules scale every group alike, so per-group LR ratios survive."""
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg) -> torch.optim.lr_scheduler.LambdaLR:
+    """Stepped once per epoch. A factor of the epoch alone: per-group LR ratios survive, and a resumed run
+    can recompute the LR of any epoch."""
     if cfg.scheduler == "step":
-        return torch.optim.lr_scheduler.StepLR(optimizer, cfg.step_size, cfg.gamma)
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: cfg.gamma ** (epoch // cfg.step_size))
     if cfg.scheduler == "cosine":
         return torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda epoch: warmup_cosine(epoch, cfg.warmup_epochs, cfg.epochs)

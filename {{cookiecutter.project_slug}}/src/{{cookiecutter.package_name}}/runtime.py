@@ -7,7 +7,7 @@ import re
 import numpy as np
 import torch
 
-from .errors import UserError
+from .errors import DeviceError, UserError
 
 GPU_IDS = re.compile(r"\d+(,\d+)*")
 
@@ -27,7 +27,7 @@ def resolve_device(requested: str) -> torch.device:
             print(f"{torch.cuda.device_count()} GPUs visible: this single process trains on the first of them.")
         return torch.device("cuda", 0)
     if requested == "cuda":
-        raise UserError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
+        raise DeviceError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
     if requested == "auto":
         print("CUDA is not available: running on the CPU.")
     return torch.device("cpu")

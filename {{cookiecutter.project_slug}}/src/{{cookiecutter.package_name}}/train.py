@@ -21,7 +21,7 @@ from .data import build_data, default_image_size, resolve_normalisation
 from .distributed import barrier, broadcast, is_distributed, is_main, setup, teardown, world_size, wrap
 {% endif %}
 from .engine import evaluate, train_one_epoch
-from .errors import UserError
+from .errors import OutputError, TrainingDiverged, UserError
 {% if cookiecutter.use_freezing %}
 from .freezing import freeze
 {% endif %}
@@ -63,12 +63,19 @@ def _default_output_dir(cfg: TrainConfig) -> str:
 
 
 def _start_run_dir(out: Path, cfg: TrainConfig, classes: list[str]) -> None:
+{% if cookiecutter.use_checkpointing %}
+    if (out / "model.pt").exists() and not (cfg.resume or cfg.overwrite):
+        raise OutputError(f"{out} holds a finished run; pass --resume auto, --overwrite or another --output-dir")
+{% else %}
+    if (out / "model.pt").exists() and not cfg.overwrite:
+        raise OutputError(f"{out} holds a finished run; pass --overwrite or another --output-dir")
+{% endif %}
     try:
         out.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, out / "config.yaml")
+        (out / "classes.txt").write_text("\n".join(classes) + "\n")
     except OSError as exc:
-        raise UserError(f"cannot create output dir {out}: {exc.strerror}; pick another --output-dir") from None
-    save_config(cfg, out / "config.yaml")
-    (out / "classes.txt").write_text("\n".join(classes) + "\n")
+        raise OutputError(f"cannot write to output dir {out} ({exc.strerror}); pick another --output-dir") from None
 
 
 def _format(row: dict) -> str:
@@ -92,6 +99,10 @@ def train(cfg: TrainConfig) -> dict:
     cfg = dataclasses.replace(cfg, precision=resolve_precision(cfg.precision, device))
 {% endif %}
     data = build_data(cfg, device)
+    if cfg.batch_size > len(data.train.dataset):
+        raise UserError(
+            f"--batch-size {cfg.batch_size} exceeds the {len(data.train.dataset)} training images; lower it"
+        )
     model = build_model(cfg.model, len(data.classes), cfg.pretrained, cfg.init)
 {% if cookiecutter.use_sync_bn %}
     model = convert_sync_bn(model, device, cfg.sync_bn)
@@ -141,10 +152,11 @@ def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_distributed %}
         if is_distributed():
             data.train.sampler.set_epoch(epoch)  # a new shuffle every epoch
-        row |= train_one_epoch(trained, data.train, criterion, optimizer, device, cfg{{ tricks }})
-{% else %}
-        row |= train_one_epoch(model, data.train, criterion, optimizer, device, cfg{{ tricks }})
 {% endif %}
+        try:
+            row |= train_one_epoch({{ "trained" if cookiecutter.use_distributed else "model" }}, data.train, criterion, optimizer, device, cfg{{ tricks }})
+        except TrainingDiverged as exc:  # nothing of this epoch is saved: the last checkpoint stays good
+            raise TrainingDiverged(f"epoch {epoch}: {exc}") from None
 {% if cookiecutter.use_amp %}
         val = evaluate(model, data.val, device, len(data.classes), cfg.max_steps_per_epoch, cfg.precision)
 {% else %}

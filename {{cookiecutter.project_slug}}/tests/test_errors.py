@@ -1,0 +1,132 @@
+"""Every mistake gets one plain line on stderr, a distinct exit code, no traceback, and no damaged file."""
+
+import shutil
+
+import pytest
+import torch
+from PIL import Image
+
+from {{ cookiecutter.package_name }}.cli import main
+
+SMOKE = ["--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "4", "--device", "cpu"]
+
+
+def run_main(args, capsys) -> tuple[int, str]:
+    code = main(args)
+    err = capsys.readouterr().err
+    return code, err
+
+
+def assert_one_line(err: str, message: str) -> None:
+    assert "Traceback" not in err and message in err, err
+    assert len([line for line in err.splitlines() if line.startswith("error")]) == 1, err
+
+
+def break_folder(root, how: str):
+    if how == "flat":
+        return root / "train"
+    if how == "empty class":
+        for image in (root / "train" / "dogs").iterdir():
+            image.unlink()
+    elif how == "mismatch":
+        (root / "val" / "dogs").rename(root / "val" / "wolves")
+    elif how == "corrupt":
+        (root / "train" / "cats" / "3.png").write_bytes(b"\x89PNG but not really")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("how", "workers", "message"),
+    [
+        ("flat", 0, "must contain train/ and val/"),
+        ("empty class", 0, "Found no valid file for the classes dogs"),
+        ("mismatch", 0, "train/ and val/ hold different class folders"),
+        ("corrupt", 0, "cannot read image"),
+        ("corrupt", 2, "cannot read image"),  # raised inside a DataLoader worker process
+    ],
+)
+def test_bad_image_folders_exit_3(image_folder, tmp_path, capsys, how, workers, message):
+    root = break_folder(image_folder, how)
+    args = ["train", "--data", str(root), "--image-size", "32", "--num-workers", str(workers), "--batch-size", "4"]
+    args += ["--device", "cpu", "--mean", "0.5", "0.5", "0.5", "--std", "0.2", "0.2", "0.2"]
+    args += ["--epochs", "1", "--output-dir", str(tmp_path / "r")]
+    code, err = run_main(args, capsys)
+    assert code == 3
+    assert_one_line(err, message)
+    if how == "corrupt":
+        assert "3.png" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--data", "no/such/folder"], 3, "no such folder"),
+        (["--model", "resnet19"], 4, "did you mean resnet18"),
+        (["--batch-size", "5000"], 2, "--batch-size 5000 exceeds the 2048 training images"),
+        (["--epochs", "0"], 2, "--epochs must be at least 1"),
+        (["--lr", "1e30", "--momentum", "0"], 7, "the training loss became NaN or infinite at step"),
+        pytest.param(
+            ["--device", "cuda"], 6, "no CUDA GPU is visible",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA"),
+        ),
+    ],
+)  # fmt: skip
+def test_bad_options_get_their_exit_code(tmp_path, capsys, args, code, message):
+    result, err = run_main(["train", *SMOKE, "--output-dir", str(tmp_path / "run"), *args], capsys)
+    assert result == code
+    assert_one_line(err, message)
+    assert not (tmp_path / "run" / "model.pt").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [(None, "cannot read config file"), ("epochs: [1\n", "not valid YAML"), ("lr: fast\n", "must be float")],
+)
+def test_bad_config_files_exit_2(tmp_path, capsys, text, message):
+    path = tmp_path / "config.yaml"
+    if text is not None:
+        path.write_text(text)
+    code, err = run_main(["train", "--config", str(path)], capsys)
+    assert code == 2
+    assert_one_line(err, message)
+
+
+def test_an_output_dir_that_cannot_be_written_exits_5(tmp_path, capsys):
+    (tmp_path / "file").write_text("not a folder")
+    code, err = run_main(["train", *SMOKE, "--output-dir", str(tmp_path / "file" / "run")], capsys)
+    assert code == 5
+    assert_one_line(err, "cannot write to output dir")
+
+
+def test_a_finished_run_is_never_overwritten_by_accident(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
+    before = {path.name: path.read_bytes() for path in run.iterdir()}
+    code, err = run_main(["train", *SMOKE, "--output-dir", str(run), "--seed", "1"], capsys)
+    assert code == 5
+    assert_one_line(err, "holds a finished run")
+    assert {path.name: path.read_bytes() for path in run.iterdir()} == before
+    assert main(["train", *SMOKE, "--output-dir", str(run), "--seed", "1", "--overwrite"]) == 0
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    with pytest.raises(Exception, match="no such folder"):
+        main(["train", "--debug", "--data", "nowhere", "--output-dir", str(tmp_path)])
+
+
+def test_weights_of_another_model_and_broken_files_exit_4(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
+    other = tmp_path / "other"
+    shutil.copytree(run, other)
+    (other / "config.yaml").write_text((other / "config.yaml").read_text().replace("model: ", "model: resnet18 #"))
+    code, err = run_main(["evaluate", "--weights", str(other / "model.pt"), "--device", "cpu"], capsys)
+    assert code == 4
+    assert_one_line(err, "does not fit this model")
+    (run / "model.pt").write_bytes((run / "model.pt").read_bytes()[:100])  # truncated
+    code, err = run_main(["evaluate", "--weights", str(run / "model.pt"), "--device", "cpu"], capsys)
+    assert code == 4
+    assert_one_line(err, "is not a readable PyTorch weights file")
+    Image.new("RGB", (8, 8)).save(tmp_path / "ok.png")
+    code, err = run_main(["predict", "--weights", str(tmp_path / "missing.pt"), str(tmp_path / "ok.png")], capsys)
+    assert code == 4
