@@ -1,3 +1,4 @@
+import multiprocessing
 import multiprocessing.util
 import os
 import shutil
@@ -17,6 +18,17 @@ def pytest_configure(config):
     private = Path(tempfile.mkdtemp(prefix="torch-template-tests-"))
     tempfile.tempdir = str(private)
     config.add_cleanup(lambda: shutil.rmtree(private, ignore_errors=True))
+
+
+PRELOAD = ["torch", "torchvision", "torchinfo", "tqdm", "yaml", "numpy", "PIL.Image", "smoke_child"]
+
+
+@pytest.fixture(scope="session")
+def forkserver():
+    """Children forked from a server that imported torch once (and ran no torch op): ~3 s saved per run."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
 
 
 @pytest.fixture(scope="session")

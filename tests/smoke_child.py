@@ -5,8 +5,10 @@ imports the render's package from its src/, runs the command line in-process and
 """
 
 import importlib
+import io
 import json
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -50,3 +52,33 @@ def run(src: str, package: str, commands: list[list[str]], report: str, frozen: 
         seen["frozen_unchanged"] = bool(names) and all(torch.equal(initial[n], trained[n]) for n in names)
     sys.stdout.flush()
     Path(report).write_text(json.dumps(seen))
+
+
+def train_until_killed(src: str, package: str, argv: list[str], log: str, die_in_save: int | None) -> None:
+    """Train; with `die_in_save=n`, SIGKILL this process halfway through writing the n-th saved file."""
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    sys.path.insert(0, src)
+    import torch
+
+    if die_in_save is not None:
+        real_save, calls = torch.save, []
+
+        def save_half_then_die(obj, target, *args, **kwargs):
+            calls.append(target)
+            if len(calls) < die_in_save:
+                return real_save(obj, target, *args, **kwargs)
+            buffer = io.BytesIO()
+            real_save(obj, buffer, *args, **kwargs)
+            half = buffer.getvalue()[: len(buffer.getvalue()) // 2]
+            if hasattr(target, "write"):
+                target.write(half)
+                target.flush()
+            else:
+                Path(target).write_bytes(half)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        torch.save = save_half_then_die
+    cli = importlib.import_module(f"{package}.cli")
+    sys.exit(cli.main(argv))

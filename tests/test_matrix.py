@@ -3,7 +3,6 @@
 import csv
 import json
 import math
-import multiprocessing
 import subprocess
 import sys
 from pathlib import Path
@@ -29,15 +28,6 @@ from matrix import ACCEPTED, GPU_IDS, PROJECT_NAMES, REJECTED, REJECTION_MESSAGE
 pytestmark = pytest.mark.slow
 LEFTOVER_JINJA = ("{{", "{%", "cookiecutter.")
 SMOKE_TIMEOUT = 240  # seconds per combination: a hang fails that case, not the run
-PRELOAD = ["torch", "torchvision", "torchinfo", "tqdm", "yaml", "numpy", "PIL.Image", "smoke_child"]
-
-
-@pytest.fixture(scope="session")
-def forkserver():
-    """Children forked from a server that imported torch once: ~3 s saved per smoke run."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
-    return context
 
 
 def cuda_available() -> bool:

@@ -1,0 +1,56 @@
+"""Crash safety: a training run killed with SIGKILL at any moment, checkpoint writes included, leaves a
+checkpoint that `--resume auto` loads, and the resumed run finishes."""
+
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import smoke_child
+import torch
+from helpers import package_of
+
+pytestmark = pytest.mark.slow
+EPOCHS = 3
+TIMED_KILLS = 16  # SIGKILL after a random delay
+SAVE_KILLS = 4  # SIGKILL halfway through the n-th torch.save: last.pt after each epoch, then model.pt
+
+
+def start(forkserver, project: Path, argv: list[str], log: Path, die_in_save=None):
+    child = forkserver.Process(
+        target=smoke_child.train_until_killed,
+        args=(str(project / "src"), package_of(project), argv, str(log), die_in_save),
+    )
+    child.start()
+    return child
+
+
+def kill_points() -> list[tuple[str, float | int]]:
+    rng = random.Random(6)
+    return [("after", round(rng.uniform(0.05, 1.0), 2)) for _ in range(TIMED_KILLS)] + [
+        ("in save", n) for n in range(1, SAVE_KILLS + 1)
+    ]
+
+
+@pytest.mark.parametrize(("how", "when"), kill_points())
+def test_killed_run_resumes_and_finishes(default_project, forkserver, tmp_path, how, when):
+    run = tmp_path / "run"
+    argv = ["train", "--epochs", str(EPOCHS), "--max-steps-per-epoch", "8", "--batch-size", "32"]
+    argv += ["--device", "cpu", "--output-dir", str(run)]
+    if how == "after":
+        child = start(forkserver, default_project, argv, tmp_path / "killed.log")
+        time.sleep(when)
+        child.kill()
+    else:
+        child = start(forkserver, default_project, argv, tmp_path / "killed.log", die_in_save=when)
+    child.join(120)
+    assert child.exitcode == -signal.SIGKILL, (tmp_path / "killed.log").read_text()[-2000:]  # killed mid-run
+
+    resumed = start(forkserver, default_project, [*argv, "--resume", "auto"], tmp_path / "resumed.log")
+    resumed.join(120)
+    log = (tmp_path / "resumed.log").read_text()
+    assert resumed.exitcode == 0, log[-3000:]
+    assert torch.load(run / "last.pt", weights_only=True)["epoch"] == EPOCHS
+    assert torch.load(run / "model.pt", weights_only=True)
+    assert len((run / "metrics.csv").read_text().splitlines()) == EPOCHS + 1
