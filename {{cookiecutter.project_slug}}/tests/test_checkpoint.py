@@ -1,5 +1,6 @@
 import csv
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -121,3 +122,43 @@ def test_resume_with_more_epochs_follows_the_new_schedule(tiny_config, tmp_path)
     rows = train_module.train(replace(tiny_config, lr=0.1, epochs=3, resume="auto"))["metrics"]
     expected = [0.1, *(0.1 * warmup_cosine(epoch, 0, 3) for epoch in (1, 2))]  # epoch 1 ran with epochs=1
     assert [row["lr"] for row in rows] == pytest.approx(expected)
+
+
+def start_training(run: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", "--epochs", "3", "--device", "cpu"]
+    command += ["--max-steps-per-epoch", "40", "--batch-size", "16", "--deterministic", "--output-dir", str(run)]
+    return subprocess.Popen([*command, *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_sigterm_mid_epoch_stops_resumably_and_the_resumed_run_is_exact(tiny_config, tmp_path):
+    straight = replace(tiny_config, epochs=3, max_steps_per_epoch=40, deterministic=True)
+    straight = replace(straight, output_dir=str(tmp_path / "a"))
+    train_module.train(straight)
+
+    run = tmp_path / "b"
+    job = start_training(run)
+    for line in job.stdout:  # wait for the end of epoch 1, then stop the job in the middle of epoch 2
+        if line.startswith("epoch 1 "):
+            job.send_signal(signal.SIGTERM)
+            break
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 128 + signal.SIGTERM, err
+    assert "stopped by SIGTERM" in err and "continue with --resume auto" in err
+    assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 1
+
+    resumed = start_training(run, "--resume", "auto")
+    assert resumed.wait(timeout=120) == 0, resumed.stderr.read()
+    assert_same_state(torch.load(tmp_path / "a" / "model.pt"), torch.load(run / "model.pt"))
+    assert metrics_without_time(tmp_path / "a") == metrics_without_time(run)
+
+
+def test_a_second_signal_stops_at_once(tmp_path):
+    job = start_training(tmp_path / "run", "--epochs", "50")
+    for line in job.stdout:
+        if line.startswith("epoch 1 "):
+            job.send_signal(signal.SIGINT)
+            job.send_signal(signal.SIGINT)
+            break
+    job.communicate(timeout=120)
+    assert job.returncode == 128 + signal.SIGINT

@@ -10,6 +10,8 @@ import os
 import pickle
 import random
 import shutil
+import signal
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -138,3 +140,53 @@ def resume(path: Path | None, stateful: dict, loader_generator, cfg) -> list[dic
 {% endif %}
     print(f"resumed from {path} after epoch {state['epoch']}")
     return state["metrics"]
+
+
+class GracefulStop:
+    """SIGTERM and SIGINT (how schedulers and Ctrl-C stop jobs) end the run at a resumable point.
+
+{% if cookiecutter.use_distributed %}
+    The current epoch ends and is saved first (all processes must agree on where they stop); a second
+    signal exits at once.
+{% else %}
+    The current step finishes and the partial epoch is dropped: resuming from the last checkpoint trains it
+    again, exactly as the uninterrupted run would have. A second signal exits at once.
+{% endif %}
+    """
+
+    def __init__(self):
+        self.signal: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.signal is not None
+
+    def _request(self, number: int, frame) -> None:
+        if self.signal is not None:
+            raise SystemExit(128 + number)
+        self.signal = number
+        print(f"{signal.Signals(number).name}: stopping at the next resumable point (send it again to stop now)")
+
+    def epochs(self, epochs):
+        """Yield epochs with the signal handlers installed; stop yielding once a stop was asked for."""
+        previous = {number: signal.signal(number, self._request) for number in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            for epoch in epochs:
+{% if cookiecutter.use_distributed %}
+                if any(gather(self.signal is not None)):  # every rank stops at the same epoch
+{% else %}
+                if self:
+{% endif %}
+                    return
+                yield epoch
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    def exit_if_stopped(self, out: Path) -> None:
+        """After a stop: say where the run can continue from, and exit with the conventional 128 + signal."""
+        if self:
+            name = signal.Signals(self.signal).name
+            last = out / "last.pt"
+            saved = f"{last} holds the last completed epoch" if last.exists() else "nothing was saved yet"
+            print(f"stopped by {name}: {saved}; continue with --resume auto", file=sys.stderr)
+            raise SystemExit(128 + self.signal)

@@ -44,6 +44,9 @@ def train_one_epoch(
 {% if cookiecutter.use_mixup %}
     mix=None,
 {% endif %}
+{% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
+    stop=None,
+{% endif %}
 ) -> dict:
     model.train()
     loss_sum = torch.zeros((), device=device)
@@ -91,6 +94,10 @@ def train_one_epoch(
         correct += (logits.argmax(1) == targets).sum()
         seen += len(targets)
         steps += 1
+{% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
+        if stop:  # SIGTERM/SIGINT arrived: this step is done, leave the rest of the epoch
+            break
+{% endif %}
 {% if cookiecutter.use_distributed %}
     # One host sync per epoch, with sums over every rank so all ranks report the same figures (and all stop
     # together if any rank's loss diverged).

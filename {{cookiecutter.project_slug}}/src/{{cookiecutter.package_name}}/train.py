@@ -13,7 +13,7 @@ from torchinfo import summary
 from .amp import make_scaler, resolve_precision
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
-from .checkpoint import find_checkpoint, resume, save_checkpoints
+from .checkpoint import GracefulStop, find_checkpoint, resume, save_checkpoints
 {% endif %}
 from .config import TrainConfig, save_config
 from .data import build_data, default_image_size, resolve_normalisation
@@ -144,7 +144,12 @@ def train(cfg: TrainConfig) -> dict:
 {% else %}
     rows = []
 {% endif %}
+{% if cookiecutter.use_checkpointing %}
+    stop = GracefulStop()
+    for epoch in stop.epochs(range(len(rows) + 1, cfg.epochs + 1)):
+{% else %}
     for epoch in range(len(rows) + 1, cfg.epochs + 1):
+{% endif %}
         start = time.perf_counter()
         row = {"epoch": epoch}
         rates = learning_rates(optimizer)
@@ -153,10 +158,17 @@ def train(cfg: TrainConfig) -> dict:
         if is_distributed():
             data.train.sampler.set_epoch(epoch)  # a new shuffle every epoch
 {% endif %}
+{% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
+{% set tricks = tricks + ", stop=stop" %}
+{% endif %}
         try:
             row |= train_one_epoch({{ "trained" if cookiecutter.use_distributed else "model" }}, data.train, criterion, optimizer, device, cfg{{ tricks }})
         except TrainingDiverged as exc:  # nothing of this epoch is saved: the last checkpoint stays good
             raise TrainingDiverged(f"epoch {epoch}: {exc}") from None
+{% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
+        if stop:  # stopped mid-epoch: drop it, the checkpoint of the previous epoch is where to resume
+            break
+{% endif %}
 {% if cookiecutter.use_amp %}
         val = evaluate(model, data.val, device, len(data.classes), cfg.max_steps_per_epoch, cfg.precision)
 {% else %}
@@ -177,6 +189,9 @@ def train(cfg: TrainConfig) -> dict:
 {% endif %}
         print(_format(row))
 
+{% if cookiecutter.use_checkpointing %}
+    stop.exit_if_stopped(out)
+{% endif %}
     weights = out / "model.pt"
 {% if cookiecutter.use_distributed %}
     if is_main():
