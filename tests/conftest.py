@@ -17,6 +17,10 @@ def pytest_configure(config):
     # out of the system temp dir by pointing this process's temp dir at a private folder.
     private = Path(tempfile.mkdtemp(prefix="torch-template-tests-"))
     tempfile.tempdir = str(private)
+    # cookiecutter called directly (not through pytest-cookies) keeps replay files in the home dir: not ours.
+    settings = private / "cookiecutter-config.yaml"
+    settings.write_text(f"replay_dir: {private / 'replay'}\ncookiecutters_dir: {private / 'templates'}\n")
+    os.environ["COOKIECUTTER_CONFIG"] = str(settings)
     config.add_cleanup(lambda: shutil.rmtree(private, ignore_errors=True))
 
 

@@ -48,8 +48,8 @@ def test_render_is_ruff_clean(model_project):
 @pytest.mark.slow
 @pytest.mark.parametrize("model", CHOICES["model"][1:])
 def test_generated_tests_pass(model, cookies):
-    """The default model's render runs its tests installed, in test_install.py."""
-    run_in(baked_project(cookies, model=model), "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    """The generated suite's fast lane; the default model's render runs its whole suite installed (test_install.py)."""
+    run_in(baked_project(cookies, model=model), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow")
 
 
 def test_smoke_training_step_in_a_subprocess(model_project, tmp_path):

@@ -1,9 +1,12 @@
 """The pre-generation hook: every bad answer is one `ERROR:` line and leaves nothing on disk."""
 
 import ast
+import json
+from pathlib import Path
 
 import pytest
-from helpers import SYSTEM_TEMP, bake, baked_project, last_output_dir, package_of, tomllib
+from cookiecutter.main import cookiecutter
+from helpers import CHOICES, CONTEXT, ROOT, SYSTEM_TEMP, bake, baked_project, last_output_dir, package_of, tomllib
 
 
 @pytest.mark.parametrize(
@@ -63,3 +66,20 @@ def test_hooks_leave_no_temp_files_in_the_system_temp_dir(cookies):
     baked_project(cookies)
     bake(cookies, gpu_ids="x")
     assert set(SYSTEM_TEMP.glob("tmp*.py")) == before
+
+
+def test_answers_typed_at_the_prompt_are_taken_literally_even_jinja(tmp_path):
+    """Typed answers are data and never rendered again; cookiecutter's replay takes the same path."""
+    text = 'Braces {{ x }}, {% if y %} and {# z #}, """ and \\ too'
+    context = {key: value for key, value in CONTEXT.items() if key != "__prompts__"}
+    context |= {key: options[0] for key, options in CHOICES.items()}
+    context |= {"project_name": text, "project_slug": "typed", "package_name": "typed"}
+    context |= {"description": text, "author_name": text}
+    replay = tmp_path / "answers.json"
+    replay.write_text(json.dumps({"cookiecutter": context}))
+    project = Path(cookiecutter(str(ROOT), replay=str(replay), output_dir=str(tmp_path / "out")))
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    assert meta["description"] == text and meta["authors"] == [{"name": text}]
+    for path in project.rglob("*.py"):
+        compile(path.read_text(), str(path), "exec")
+    assert (project / "README.md").read_text().startswith(f"# {text}\n")

@@ -65,9 +65,10 @@ def test_render_is_ruff_clean(combination):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [name for name in COMBINATIONS if name not in ("all", "none")])
 def test_generated_tests_pass(name, cookies):
-    """Each trick's own tests, next to the base ones (all on and all off: see test_install.py)."""
+    """Each trick's own tests (fast lane), next to the base ones; all on and all off run everything in
+    test_install.py."""
     project = baked_project(cookies, **answers_for(COMBINATIONS[name]))
-    run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow")
 
 
 def test_smoke_run_with_every_chosen_trick_active(combination, tmp_path):

@@ -42,7 +42,7 @@ def break_folder(root, how: str):
         ("empty class", 0, "Found no valid file for the classes dogs"),
         ("mismatch", 0, "train/ and val/ hold different class folders"),
         ("corrupt", 0, "cannot read image"),
-        ("corrupt", 2, "cannot read image"),  # raised inside a DataLoader worker process
+        pytest.param("corrupt", 2, "cannot read image", marks=pytest.mark.slow),  # raised in a worker process
     ],
 )
 def test_bad_image_folders_exit_3(image_folder, tmp_path, capsys, how, workers, message):
