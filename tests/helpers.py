@@ -8,6 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import yaml
+
 try:
     import tomllib
 except ImportError:  # Python 3.10
@@ -42,6 +44,29 @@ def run_in(project: Path, *args: str, timeout: float = 300, check: bool = True) 
     if check:
         assert done.returncode == 0, f"{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
+
+
+LEFTOVER_JINJA = ("{{", "}}", "{%", "%}", "cookiecutter.")
+
+
+def assert_valid_files(project: Path) -> None:
+    """No leftover Jinja in any file; every Python file compiles; every TOML and YAML file parses."""
+    for path in project.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert not [token for token in LEFTOVER_JINJA if token in text], path
+            if path.suffix == ".py":
+                compile(text, str(path), "exec")
+            elif path.suffix == ".toml":
+                tomllib.loads(text)
+            elif path.suffix in (".yaml", ".yml"):
+                yaml.safe_load(text)
+
+
+def assert_ruff_clean(project: Path) -> None:
+    for command in (["check", "--no-cache", "--quiet", "."], ["format", "--no-cache", "--check", "--quiet", "."]):
+        done = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=project, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
 
 
 def package_of(project: Path) -> str:

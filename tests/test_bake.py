@@ -1,16 +1,22 @@
 """Renders: clean files, lint-free code, passing generated tests, and training that really learns."""
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import CHOICES, baked_project, package_of, run_in, tomllib
+from helpers import (
+    CHOICES,
+    TRICKS,
+    answers_for,
+    assert_ruff_clean,
+    assert_valid_files,
+    baked_project,
+    package_of,
+    run_in,
+    tomllib,
+)
 from PIL import Image
-
-LEFTOVER_JINJA = ("{{", "}}", "{%", "%}", "cookiecutter.")
 
 
 @pytest.fixture(scope="module", params=CHOICES["model"])
@@ -19,26 +25,11 @@ def model_project(request, cookies_session) -> Path:
 
 
 def test_render_has_no_leftover_jinja_and_valid_files(model_project):
-    for path in model_project.rglob("*"):
-        if path.is_file():
-            text = path.read_text()
-            assert not [token for token in LEFTOVER_JINJA if token in text], path
-            if path.suffix == ".py":
-                compile(text, str(path), "exec")
-            elif path.suffix == ".toml":
-                tomllib.loads(text)
-            elif path.suffix in (".yaml", ".yml"):
-                yaml.safe_load(text)
+    assert_valid_files(model_project)
     package = package_of(model_project)
     assert (model_project / "src" / package / "__main__.py").is_file()
     scripts = tomllib.loads((model_project / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {model_project.name: f"{package}.cli:main"}
-
-
-def assert_ruff_clean(project: Path) -> None:
-    for command in (["check", "--no-cache", "."], ["format", "--no-cache", "--check", "."]):
-        done = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=project, capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_render_is_ruff_clean(model_project):
@@ -102,4 +93,4 @@ def test_image_folder_trains_evaluates_and_predicts(default_project, tmp_path):
 
 
 def test_longest_allowed_package_name_is_still_ruff_clean(cookies):
-    assert_ruff_clean(baked_project(cookies, project_slug="a" * 60, package_name="b" * 40))
+    assert_ruff_clean(baked_project(cookies, project_slug="a" * 60, package_name="b" * 40, **answers_for(TRICKS)))

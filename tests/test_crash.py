@@ -36,7 +36,7 @@ def kill_points() -> list[tuple[str, float | int]]:
 @pytest.mark.parametrize(("how", "when"), kill_points())
 def test_killed_run_resumes_and_finishes(default_project, forkserver, tmp_path, how, when):
     run = tmp_path / "run"
-    argv = ["train", "--epochs", str(EPOCHS), "--max-steps-per-epoch", "8", "--batch-size", "32"]
+    argv = ["train", "--epochs", str(EPOCHS), "--max-steps-per-epoch", "20", "--batch-size", "32"]
     argv += ["--device", "cpu", "--output-dir", str(run)]
     if how == "after":
         child = start(forkserver, default_project, argv, tmp_path / "killed.log")

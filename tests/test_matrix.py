@@ -16,17 +16,17 @@ from helpers import (
     MODEL_PARTS,
     TRACES,
     TRICKS,
+    assert_ruff_clean,
+    assert_valid_files,
     bake,
     feature_files,
     last_output_dir,
     package_of,
     smoke_flags,
-    tomllib,
 )
 from matrix import ACCEPTED, GPU_IDS, PROJECT_NAMES, REJECTED, REJECTION_MESSAGES
 
 pytestmark = pytest.mark.slow
-LEFTOVER_JINJA = ("{{", "{%", "cookiecutter.")
 SMOKE_TIMEOUT = 240  # seconds per combination: a hang fails that case, not the run
 
 
@@ -42,25 +42,14 @@ CUDA = cuda_available()
 def check_render(project: Path, answers: dict) -> None:
     tricks = {trick for trick in TRICKS if answers[trick]}
     package_dir = Path("src", package_of(project))
-    for path in project.rglob("*"):
-        if path.is_file():
-            text = path.read_text()
-            assert not [token for token in LEFTOVER_JINJA if token in text], path
-            if path.suffix == ".py":
-                compile(text, str(path), "exec")
-            elif path.suffix == ".toml":
-                tomllib.loads(text)
-            elif path.suffix in (".yaml", ".yml"):
-                yaml.safe_load(text)
+    assert_valid_files(project)
     for feature, paths in feature_files().items():
         for path in paths:
             assert (project / path.format(package=package_dir)).is_file() == (feature in tricks), path
     readme = (project / "README.md").read_text().lower()
     for trick, words in TRACES.items():
         assert any(word in readme for word in words) == (trick in tricks), f"README and {trick}"
-    for command in (["check", "--no-cache", "--quiet", "."], ["format", "--no-cache", "--check", "--quiet", "."]):
-        ruff = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=project, capture_output=True, text=True)
-        assert ruff.returncode == 0, ruff.stdout + ruff.stderr
+    assert_ruff_clean(project)
 
 
 def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> None:

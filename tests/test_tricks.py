@@ -11,6 +11,7 @@ from helpers import (
     TRACES,
     TRICKS,
     answers_for,
+    assert_ruff_clean,
     bake,
     baked_project,
     feature_files,
@@ -20,7 +21,6 @@ from helpers import (
     smoke_flags,
     with_requirements,
 )
-from test_bake import assert_ruff_clean
 
 COMBINATIONS = {
     "none": [],

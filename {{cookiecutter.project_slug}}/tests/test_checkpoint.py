@@ -135,8 +135,9 @@ def test_resume_with_more_epochs_follows_the_new_schedule(tiny_config, tmp_path)
 
 def start_training(run: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", "--epochs", "3", "--device", "cpu"]
-    command += ["--max-steps-per-epoch", "8", "--batch-size", "16", "--deterministic", "--output-dir", str(run)]
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train"]
+    command += ["--epochs", "3", "--device", "cpu", "--max-steps-per-epoch", "8", "--batch-size", "16"]
+    command += ["--deterministic", "--output-dir", str(run)]
     return subprocess.Popen([*command, *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

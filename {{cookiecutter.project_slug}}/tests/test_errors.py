@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 import torch
+import yaml
 from PIL import Image
 
 from {{ cookiecutter.package_name }}.cli import main
@@ -119,7 +120,9 @@ def test_weights_of_another_model_and_broken_files_exit_4(tmp_path, capsys):
     assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
     other = tmp_path / "other"
     shutil.copytree(run, other)
-    (other / "config.yaml").write_text((other / "config.yaml").read_text().replace("model: ", "model: resnet18 #"))
+    saved = yaml.safe_load((other / "config.yaml").read_text())
+    saved["model"] = "resnet18" if saved["model"] != "resnet18" else "small_cnn"
+    (other / "config.yaml").write_text(yaml.safe_dump(saved))
     code, err = run_main(["evaluate", "--weights", str(other / "model.pt"), "--device", "cpu"], capsys)
     assert code == 4
     assert_one_line(err, "does not fit this model")

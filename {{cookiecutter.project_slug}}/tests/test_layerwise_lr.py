@@ -5,7 +5,12 @@ import pytest
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.models import SmallCNN
-from {{ cookiecutter.package_name }}.optim import build_optimizer, build_scheduler, parameter_groups, warmup_cosine
+from {{ cookiecutter.package_name }}.optim import (
+    build_optimizer,
+    build_scheduler,
+    parameter_groups,
+    warmup_cosine,
+)
 from {{ cookiecutter.package_name }}.train import train
 
 

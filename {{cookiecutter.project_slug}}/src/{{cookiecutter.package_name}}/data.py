@@ -195,8 +195,8 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
 {% endif %}
             num_workers=cfg.num_workers,
             pin_memory=device.type == "cuda",  # T13
-            # Workers restart each epoch from seeds drawn from `generator`: the data order and augmentations
-            # stay reproducible after a resume, which persistent workers (and their RNG streams) would break.
+            # Workers restart each epoch from seeds drawn from `generator`, so the data order and augmentations
+            # of any epoch can be reproduced; persistent workers would carry their RNG streams across epochs.
             persistent_workers=False,
             worker_init_fn=seed_worker,
             generator=torch.Generator().manual_seed(cfg.seed),

@@ -71,8 +71,8 @@ def build_optimizer(model: nn.Module, cfg) -> torch.optim.Optimizer:
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg) -> torch.optim.lr_scheduler.LambdaLR:
-    """Stepped once per epoch. A factor of the epoch alone: per-group LR ratios survive, and a resumed run
-    can recompute the LR of any epoch."""
+    """Stepped once per epoch. A factor of the epoch alone: per-group LR ratios survive{% if cookiecutter.use_checkpointing %}, and a resumed
+    run can recompute the LR of any epoch{% endif %}."""
     if cfg.scheduler == "step":
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: cfg.gamma ** (epoch // cfg.step_size))
     if cfg.scheduler == "cosine":
