@@ -2,9 +2,11 @@
 
 import csv
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -116,6 +118,51 @@ def test_a_failing_worker_stops_the_job_with_its_message(project, tmp_path):
     assert done.returncode != 0
     assert "error (rank 0): --batch-size 7 is global and must divide by the 2 processes" in done.stderr
     assert "worker rank" in done.stderr and "failed" in done.stderr
+
+
+def test_sigterm_stops_a_two_process_job_at_an_epoch_boundary_and_resume_is_exact(project, tmp_path):
+    """As a scheduler stops a job: SIGTERM to the launcher, which passes it to both workers."""
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", package_of(project), "train", "--device", "cpu", "--nproc", "2"]
+    command += ["--epochs", "4", "--max-steps-per-epoch", "12", "--batch-size", "16", "--deterministic"]
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    done = subprocess.run([*command, "--output-dir", str(straight)], env=env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    job = subprocess.Popen(
+        [*command, "--output-dir", str(stopped)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 240
+    while not (stopped / "last.pt").exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job.send_signal(signal.SIGTERM)  # during epoch 2 (or at the boundary before it)
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert err.count("stopped by SIGTERM: ") == 1 and "Traceback" not in err, err[-3000:]
+    epoch = torch.load(stopped / "last.pt", weights_only=True)["epoch"]
+    assert 1 <= epoch < 4 and not (stopped / "model.pt").exists()
+    assert len((stopped / "metrics.csv").read_text().splitlines()) == 1 + epoch
+
+    done = subprocess.run(
+        [*command, "--output-dir", str(stopped), "--resume", "auto"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and f"after epoch {epoch}" in done.stdout, done.stderr[-3000:]
+    one, two = (torch.load(run / "model.pt", weights_only=True) for run in (straight, stopped))
+    assert all(torch.equal(one[key], two[key]) for key in one)
+    columns = [
+        [line.rsplit(",", 1)[0] for line in (run / "metrics.csv").read_text().splitlines()]
+        for run in (straight, stopped)
+    ]
+    assert columns[0] == columns[1]  # every metric but the seconds
 
 
 @pytest.mark.gpu

@@ -146,8 +146,10 @@ class GracefulStop:
     """SIGTERM and SIGINT (how schedulers and Ctrl-C stop jobs) end the run at a resumable point.
 
 {% if cookiecutter.use_distributed %}
-    The current epoch ends and is saved first (all processes must agree on where they stop); a second
-    signal exits at once.
+    The current epoch ends and is saved first: all processes must agree on where they stop, and agreeing
+    at every step would cost a collective per step. torchrun gives its workers 30 s after passing the
+    signal on; an epoch that runs longer is killed and the previous epoch's checkpoint is where to resume.
+    A second signal exits at once.
 {% else %}
     The current step finishes and the partial epoch is dropped: resuming from the last checkpoint trains it
     again, exactly as the uninterrupted run would have. A second signal exits at once.
@@ -184,6 +186,10 @@ class GracefulStop:
 
     def exit_if_stopped(self, out: Path) -> None:
         """After a stop: say where the run can continue from, and exit with the conventional 128 + signal."""
+{% if cookiecutter.use_distributed %}
+        if self and not is_main():
+            raise SystemExit(128 + self.signal)  # rank 0 says where to continue
+{% endif %}
         if self:
             name = signal.Signals(self.signal).name
             last = out / "last.pt"

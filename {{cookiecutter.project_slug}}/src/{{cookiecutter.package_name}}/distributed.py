@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import get_args_parser, run
 from torch.nn.parallel import DistributedDataParallel
@@ -47,6 +48,8 @@ def launch(workers: int, argv: list[str], package: str) -> None:
     except ChildFailedError as exc:
         ranks = ", ".join(str(rank) for rank in sorted(exc.failures))
         raise UserError(f"worker rank {ranks} failed (its message is above); the job was stopped") from None
+    except SignalException as exc:  # the workers got it too and said where to continue
+        raise SystemExit(128 + exc.sigval) from None
 
 
 def setup(requested_device: str, timeout_seconds: int) -> torch.device | None:
