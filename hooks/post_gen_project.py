@@ -20,6 +20,7 @@ FEATURE_FILES = {
     "use_label_smoothing": ["tests/test_label_smoothing.py"],
     "use_grad_clipping": ["tests/test_grad_clipping.py"],
     "use_checkpointing": ["{package}/checkpoint.py", "tests/test_checkpoint.py"],
+    "use_tensorboard": ["{package}/tensorboard_log.py", "tests/test_tensorboard.py"],
 }
 
 

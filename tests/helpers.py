@@ -63,9 +63,12 @@ def assert_valid_files(project: Path) -> None:
                 yaml.safe_load(text)
 
 
-def assert_ruff_clean(project: Path) -> None:
-    for command in (["check", "--no-cache", "--quiet", "."], ["format", "--no-cache", "--check", "--quiet", "."]):
-        done = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=project, capture_output=True, text=True)
+def assert_ruff_clean(*projects: Path) -> None:
+    """ruff check and ruff format --check, each project under its own pyproject settings, in one run."""
+    for command in (["check", "--no-cache", "--quiet"], ["format", "--no-cache", "--check", "--quiet"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, *map(str, projects)], capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -92,6 +95,7 @@ TRACES = {
     "use_label_smoothing": ["label_smoothing", "label-smoothing", "label smoothing"],
     "use_grad_clipping": ["clip_grad", "clip-grad", "grad_norm"],
     "use_checkpointing": ["last.pt", "best.pt", "resume"],
+    "use_tensorboard": ["tensorboard", "summarywriter"],
 }
 CONFIG_KEYS = {
     "use_amp": ["precision"],
@@ -103,6 +107,7 @@ CONFIG_KEYS = {
     "use_label_smoothing": ["label_smoothing"],
     "use_grad_clipping": ["clip_grad_norm", "clip_grad_norm_type"],
     "use_checkpointing": ["resume"],
+    "use_tensorboard": ["tensorboard"],
 }
 # Per model: a real module to freeze and the head that gets a learning-rate multiplier.
 MODEL_PARTS = {
@@ -126,6 +131,7 @@ def smoke_flags(tricks, model: str) -> list[str]:
         "use_label_smoothing": ["--label-smoothing", "0.1"],
         "use_grad_clipping": ["--clip-grad-norm", "0.5"],
         "use_checkpointing": [],
+        "use_tensorboard": [],  # on by default when the prompt put it in
     }
     return [flag for trick in tricks for flag in flags[trick]]
 

@@ -1,6 +1,10 @@
 """The combination matrix: every combination of the boolean prompts, with the choice and text answers
 spread over it by a seeded draw (a covering design: the tests assert every boolean value meets every
-choice value and every text variant), plus every combination the pre-generation hook must refuse."""
+choice value and every text variant), plus every combination the pre-generation hook must refuse.
+
+Every accepted combination is rendered and checked; a seeded sample of them is also smoke-trained, sized so
+that every 4-way combination of trick values (and every trick value with every choice) trains at least once.
+"""
 
 import itertools
 import random
@@ -19,6 +23,7 @@ SHORT = {  # short names keep test ids readable (pytest replaces ids over 100 ch
     "use_layerwise_lr": "lrmult",
     "use_mixup": "mix",
     "use_sync_bn": "syncbn",
+    "use_tensorboard": "tb",
 }
 
 
@@ -49,4 +54,7 @@ def combinations() -> tuple[dict[str, dict], dict[str, dict]]:
 
 
 ACCEPTED, REJECTED = combinations()
+SMOKED = sorted(random.Random(7).sample(sorted(ACCEPTED), 256))
+CHUNK = 48  # renders checked per test: one ruff run over all of them
+RENDER_CHUNKS = [sorted(ACCEPTED)[start : start + CHUNK] for start in range(0, len(ACCEPTED), CHUNK)]
 REJECTION_MESSAGES = {"use_sync_bn": "use_sync_bn synchronises BatchNorm across the processes of a multi-GPU job"}

@@ -87,7 +87,8 @@ def test_a_two_process_job_writes_one_set_of_files_and_resumes(project, tmp_path
     first = torchrun(project, 2, *args)
     assert first.stdout.count("distributed: world size 2, backend gloo") == 1  # rank 0 alone prints
     names = sorted(path.name for path in run.iterdir())
-    assert names == ["best.pt", "classes.txt", "config.yaml", "last.pt", "metrics.csv", "model.pt"]
+    expected = ["best.pt", "classes.txt", "config.yaml", "confusion_matrix.csv", "confusion_matrix.png", "last.pt"]
+    assert names == [*expected, "learning_curves.png", "metrics.csv", "model.pt", "per_class.csv"]
     state = torch.load(run / "last.pt", weights_only=True)
     assert len(state["rng"]) == 2 and not any(key.startswith("module.") for key in state["model"])
 

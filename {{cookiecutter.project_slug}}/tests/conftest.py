@@ -9,7 +9,13 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 def tiny_config(tmp_path) -> TrainConfig:
     """Two steps of synthetic data on the CPU: enough to exercise the whole run in about a second."""
     return TrainConfig(
-        data="synthetic", epochs=1, batch_size=16, max_steps_per_epoch=2, device="cpu", output_dir=str(tmp_path / "run")
+        data="synthetic",
+        epochs=1,
+        batch_size=16,
+        max_steps_per_epoch=2,
+        device="cpu",
+        output_dir=str(tmp_path / "run"),
+        plots=False,  # drawing costs half a second; test_reports.py turns it on
     )
 
 

@@ -25,7 +25,7 @@ def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsy
     assert capsys.readouterr().out.startswith("accuracy ")
     with open(run / "per_class.csv") as file:
         rows = list(csv.DictReader(file))
-    assert [r["class"] for r in rows] == ["cats", "dogs", "macro avg", "weighted avg"]
+    assert [r["class"] for r in rows] == ["cats", "dogs", "micro avg", "macro avg", "weighted avg"]
     assert sum(int(r["support"]) for r in rows[:2]) == 6
     assert (run / "confusion_matrix.csv").read_text().startswith("true \\ predicted,cats,dogs")
 

@@ -102,11 +102,11 @@ def test_an_output_dir_that_cannot_be_written_exits_5(tmp_path, capsys):
 def test_a_finished_run_is_never_overwritten_by_accident(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
-    before = {path.name: path.read_bytes() for path in run.iterdir()}
+    before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
     code, err = run_main(["train", *SMOKE, "--output-dir", str(run), "--seed", "1"], capsys)
     assert code == 5
     assert_one_line(err, "holds a finished run")
-    assert {path.name: path.read_bytes() for path in run.iterdir()} == before
+    assert {path: path.read_bytes() for path in run.rglob("*") if path.is_file()} == before
     assert main(["train", *SMOKE, "--output-dir", str(run), "--seed", "1", "--overwrite"]) == 0
 
 

@@ -12,6 +12,7 @@ from .distributed import launch, launched, workers_wanted
 {% endif %}
 from .errors import UserError
 from .inference import evaluate_run, predict
+from .plots import plot_run
 from .runtime import resolve_device, select_gpus
 from .train import train
 
@@ -40,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     predict = commands.add_parser("predict", parents=[common], help="class and probability for each image file")
     predict.add_argument("--weights", required=True, help="model.pt written by train")
     predict.add_argument("images", nargs="+", help="image files")
+
+    plot = commands.add_parser("plot", parents=[common], help="learning curves and confusion matrix as PNG")
+    plot.add_argument("run_dir", help="output dir of a training run (or of evaluate)")
 
     for command in (evaluate, predict):
         command.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to run")
@@ -73,6 +77,10 @@ def run(args: argparse.Namespace) -> None:
         train(cfg)
         return
 
+    if args.command == "plot":
+        for path in plot_run(args.run_dir):
+            print(path)
+        return
     select_gpus(args.gpus)
     device = resolve_device(args.device)
     if args.command == "evaluate":

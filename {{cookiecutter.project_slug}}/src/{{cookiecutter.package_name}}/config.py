@@ -60,6 +60,7 @@ class TrainConfig:
     output_dir: str | None = option(None, "where results go (auto: runs/<date-time>)")
     overwrite: bool = option(False, "replace a finished run in --output-dir")
     max_steps_per_epoch: int | None = option(None, "cap training and validation steps per epoch (smoke runs)")
+    plots: bool = option(True, "draw learning_curves.png and confusion_matrix.png at the end of the run")
 {% if cookiecutter.use_amp %}
     precision: str = option("{{ cookiecutter.amp_precision }}", "autocast precision (fp32 turns it off)", choices=["fp32", "bf16", "fp16"])
 {% endif %}
@@ -91,6 +92,9 @@ class TrainConfig:
 {% if cookiecutter.use_grad_clipping %}
     clip_grad_norm: float = option(1.0, "clip the gradient norm to this value (0 turns it off)")
     clip_grad_norm_type: float = option(2.0, "the p of the clipped p-norm (inf for the max norm)")
+{% endif %}
+{% if cookiecutter.use_tensorboard %}
+    tensorboard: bool = option(True, "write TensorBoard logs into <output dir>/tensorboard")
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
     resume: str | None = option(None, "checkpoint to continue from, or auto: the newest valid one in --output-dir")

@@ -10,8 +10,9 @@ from .config import TrainConfig, load_config_file
 from .data import build_data, build_transform
 from .engine import evaluate
 from .errors import DataError, ModelError
-from .metrics import per_class_report, write_confusion_csv, write_csv
+from .metrics import write_reports
 from .models import build_model, load_weights
+from .plots import plot_run
 
 
 def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConfig, list[str], torch.nn.Module]:
@@ -38,8 +39,8 @@ def evaluate_run(weights: str, device: torch.device, output_dir: str | None = No
 {% endif %}
     out = Path(output_dir or Path(weights).parent)
     out.mkdir(parents=True, exist_ok=True)
-    write_csv(out / "per_class.csv", per_class_report(stats["confusion"], classes))
-    write_confusion_csv(out / "confusion_matrix.csv", stats["confusion"], classes)
+    write_reports(out, stats["confusion"], classes)
+    plot_run(out)
     print(f"accuracy {stats['val_acc']:.4f} on {int(stats['confusion'].sum())} images; report: {out / 'per_class.csv'}")
     return stats
 

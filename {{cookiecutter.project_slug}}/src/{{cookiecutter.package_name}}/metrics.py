@@ -14,7 +14,7 @@ def confusion_matrix(targets: torch.Tensor, predictions: torch.Tensor, num_class
 
 
 def per_class_report(matrix: torch.Tensor, classes: list[str]) -> list[dict]:
-    """Precision, recall, F1 and support per class, then macro and weighted averages."""
+    """Precision, recall, F1 and support per class, then micro, macro and weighted averages."""
     matrix = matrix.double()
     true_positives = matrix.diag()
     support = matrix.sum(1)
@@ -27,6 +27,11 @@ def per_class_report(matrix: torch.Tensor, classes: list[str]) -> list[dict]:
             classes, precision.tolist(), recall.tolist(), f1.tolist(), support.tolist(), strict=True
         )
     ]
+    micro_precision = float(true_positives.sum() / matrix.sum(0).sum().clamp_min(1))
+    micro_recall = float(true_positives.sum() / support.sum().clamp_min(1))
+    micro_f1 = 2 * micro_precision * micro_recall / max(micro_precision + micro_recall, 1e-12)
+    micro = {"precision": micro_precision, "recall": micro_recall, "f1": micro_f1}
+    rows.append({"class": "micro avg", **micro, "support": int(support.sum())})
     weights = {"macro avg": torch.full_like(support, 1 / len(classes)), "weighted avg": support / support.sum()}
     for label, w in weights.items():
         averages = {
@@ -52,3 +57,9 @@ def write_confusion_csv(path: Path, matrix: torch.Tensor, classes: list[str]) ->
         for name, row in zip(classes, matrix.tolist(), strict=True)
     ]
     write_csv(path, rows)
+
+
+def write_reports(out: Path, matrix: torch.Tensor, classes: list[str]) -> None:
+    """per_class.csv and confusion_matrix.csv of one evaluation."""
+    write_csv(out / "per_class.csv", per_class_report(matrix, classes))
+    write_confusion_csv(out / "confusion_matrix.csv", matrix, classes)

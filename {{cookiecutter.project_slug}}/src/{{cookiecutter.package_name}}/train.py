@@ -25,15 +25,19 @@ from .errors import OutputError, TrainingDiverged, UserError
 {% if cookiecutter.use_freezing %}
 from .freezing import freeze
 {% endif %}
-from .metrics import write_csv
+from .metrics import write_csv, write_reports
 {% if cookiecutter.use_mixup %}
 from .mixup import build_mix
 {% endif %}
 from .models import build_model
 from .optim import DEFAULT_LR, build_optimizer, build_scheduler, learning_rates
+from .plots import plot_run
 from .runtime import resolve_device, seed_everything
 {% if cookiecutter.use_sync_bn %}
 from .sync_bn import convert_sync_bn
+{% endif %}
+{% if cookiecutter.use_tensorboard %}
+from .tensorboard_log import TensorBoardLog
 {% endif %}
 
 
@@ -144,6 +148,11 @@ def train(cfg: TrainConfig) -> dict:
 {% else %}
     rows = []
 {% endif %}
+{% if cookiecutter.use_tensorboard and cookiecutter.use_distributed %}
+    board = TensorBoardLog(out / "tensorboard", dataclasses.asdict(cfg)) if cfg.tensorboard and is_main() else None
+{% elif cookiecutter.use_tensorboard %}
+    board = TensorBoardLog(out / "tensorboard", dataclasses.asdict(cfg)) if cfg.tensorboard else None
+{% endif %}
 {% if cookiecutter.use_checkpointing %}
     stop = GracefulStop()
     for epoch in stop.epochs(range(len(rows) + 1, cfg.epochs + 1)):
@@ -181,8 +190,14 @@ def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_distributed %}
         if is_main():
             write_csv(out / "metrics.csv", rows)
+            write_reports(out, val["confusion"], data.classes)
 {% else %}
         write_csv(out / "metrics.csv", rows)
+        write_reports(out, val["confusion"], data.classes)
+{% endif %}
+{% if cookiecutter.use_tensorboard %}
+        if board:
+            board.log_epoch(row, val["confusion"], data.classes)
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
         save_checkpoints(out, stateful, data.train.generator, rows, cfg)
@@ -196,10 +211,18 @@ def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_distributed %}
     if is_main():
         torch.save(model.state_dict(), weights)
+        if cfg.plots:
+            plot_run(out)
     teardown()
 {% else %}
     torch.save(model.state_dict(), weights)
+    if cfg.plots:
+        plot_run(out)
 {% endif %}
     best = max(rows, key=lambda r: r["val_acc"])
+{% if cookiecutter.use_tensorboard %}
+    if board:
+        board.finish(best["val_acc"])
+{% endif %}
     print(f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}); weights: {weights}")
     return {"best_val_acc": best["val_acc"], "weights": weights, "metrics": rows, "config": cfg, "model": model}

@@ -1,0 +1,44 @@
+"""TensorBoard (T40): `tensorboard --logdir runs` shows every run's curves side by side."""
+
+from pathlib import Path
+
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+from .plots import confusion_figure
+
+# metrics.csv column -> TensorBoard tag; tags that share a prefix share a chart section
+TAGS = {"train_loss": "loss/train", "val_loss": "loss/val", "train_acc": "accuracy/train", "val_acc": "accuracy/val"}
+
+
+def tag(column: str) -> str:
+    """Column to tag: lr -> lr/base, lr[fc] -> lr/fc (one chart for every group), others as in TAGS."""
+    if column == "lr":
+        return "lr/base"
+    if column.startswith("lr["):
+        return "lr/" + column[3:-1]
+    return TAGS.get(column, column)
+
+
+class TensorBoardLog:
+    """Scalars and the confusion matrix every epoch; the hyper-parameters with the best accuracy at the end."""
+
+    def __init__(self, log_dir: Path, hyperparameters: dict):
+        self.writer = SummaryWriter(log_dir)
+        # add_hparams takes numbers, strings and booleans only
+        self.hyperparameters = {
+            key: value if isinstance(value, int | float | str | bool) else str(value)
+            for key, value in hyperparameters.items()
+        }
+
+    def log_epoch(self, row: dict, confusion: torch.Tensor, classes: list[str]) -> None:
+        epoch = row["epoch"]
+        for column, value in row.items():
+            if column not in ("epoch", "seconds"):
+                self.writer.add_scalar(tag(column), value, epoch)
+        self.writer.add_figure("confusion_matrix", confusion_figure(confusion.tolist(), classes), epoch)
+        self.writer.flush()  # visible now, and kept if the run is killed
+
+    def finish(self, best_val_acc: float) -> None:
+        self.writer.add_hparams(self.hyperparameters, {"hparam/best_val_acc": best_val_acc}, run_name=".")
+        self.writer.close()
