@@ -24,8 +24,22 @@ FEATURE_FILES = {
 }
 
 
+# keys that describe this machine or tool (paths, cruft's template commit), not the answers
+LOCAL_KEYS = {"_template", "_output_dir", "_repo_dir", "_checkout", "_commit", "__prompts__"}
+
+
+def write_answers(package: Path) -> None:
+    """The answers as a replay file: `cookiecutter --replay-file .cookiecutter.json <template>` renders this
+    repo again. A copy inside the package goes into every run folder."""
+    answers = {key: value for key, value in CTX.items() if key not in LOCAL_KEYS}
+    text = json.dumps({"cookiecutter": answers}, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    for path in (Path(".cookiecutter.json"), package / "answers.json"):
+        path.write_text(text, encoding="utf-8")
+
+
 def main() -> None:
     package = Path("src", CTX["package_name"])
+    write_answers(package)
     for feature, paths in FEATURE_FILES.items():
         if CTX[feature]:
             continue

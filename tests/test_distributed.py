@@ -75,6 +75,8 @@ def test_two_processes_match_one_process_with_the_whole_batch(equivalence_runs):
         with open(run / "metrics.csv") as file:
             rows = list(csv.DictReader(file))
         assert [row["epoch"] for row in rows] == ["1", "2"]
+    reports = [(equivalence_runs[w] / "per_class.csv").read_text() for w in (1, 2)]
+    assert reports[0] == reports[1]  # every validation image counted once, whatever the number of processes
     metrics = [(equivalence_runs[w] / "metrics.csv").read_text().splitlines() for w in (1, 2)]
     drop_seconds = [[line.rsplit(",", 1)[0] for line in lines] for lines in metrics]
     assert [r.split(",")[4] for r in drop_seconds[0]] == [r.split(",")[4] for r in drop_seconds[1]]  # val_acc
@@ -87,8 +89,8 @@ def test_a_two_process_job_writes_one_set_of_files_and_resumes(project, tmp_path
     first = torchrun(project, 2, *args)
     assert first.stdout.count("distributed: world size 2, backend gloo") == 1  # rank 0 alone prints
     names = sorted(path.name for path in run.iterdir())
-    expected = ["best.pt", "classes.txt", "config.yaml", "confusion_matrix.csv", "confusion_matrix.png", "last.pt"]
-    assert names == [*expected, "learning_curves.png", "metrics.csv", "model.pt", "per_class.csv"]
+    expected = ["answers.json", "best.pt", "classes.txt", "config.yaml", "confusion_matrix.csv", "confusion_matrix.png"]
+    assert names == [*expected, "last.pt", "learning_curves.png", "metrics.csv", "model.pt", "per_class.csv"]
     state = torch.load(run / "last.pt", weights_only=True)
     assert len(state["rng"]) == 2 and not any(key.startswith("module.") for key in state["model"])
 

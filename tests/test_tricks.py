@@ -35,8 +35,12 @@ def combination(request, cookies_session) -> tuple[list[str], Path]:
     return tricks, baked_project(cookies_session, **answers_for(tricks))
 
 
+ANSWER_FILES = {".cookiecutter.json", "answers.json"}  # they list every prompt, on or off, by design
+
+
 def render_text(project: Path) -> str:
-    return "\n".join(str(p.relative_to(project)) + "\n" + p.read_text() for p in project.rglob("*") if p.is_file())
+    files = [p for p in project.rglob("*") if p.is_file() and p.name not in ANSWER_FILES]
+    return "\n".join(str(p.relative_to(project)) + "\n" + p.read_text() for p in files)
 
 
 def test_each_trick_leaves_a_trace_exactly_when_on(combination):

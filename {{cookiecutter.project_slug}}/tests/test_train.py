@@ -1,4 +1,5 @@
 import csv
+import json
 from dataclasses import replace
 
 import pytest
@@ -32,6 +33,8 @@ def test_a_run_writes_resolved_config_metrics_and_weights(tiny_config, tmp_path)
     assert (run / "classes.txt").read_text().split() == SyntheticImages.classes
     state = torch.load(run / "model.pt", weights_only=True)
     assert set(state) == set(build_model(tiny_config.model, 10).state_dict())
+    answers = json.loads((run / "answers.json").read_text())["cookiecutter"]  # what generated this repo
+    assert answers["package_name"] == "{{ cookiecutter.package_name }}"
 
 
 def test_same_seed_gives_identical_metrics(tiny_config, tmp_path):

@@ -61,6 +61,8 @@ class TrainConfig:
     overwrite: bool = option(False, "replace a finished run in --output-dir")
     max_steps_per_epoch: int | None = option(None, "cap training and validation steps per epoch (smoke runs)")
     plots: bool = option(True, "draw learning_curves.png and confusion_matrix.png at the end of the run")
+    profile: bool = option(False, "record 5 training steps with torch.profiler into <output dir>/profile")
+    detect_anomaly: bool = option(False, "autograd anomaly detection: name the operation behind a NaN gradient (slow)")
 {% if cookiecutter.use_amp %}
     precision: str = option("{{ cookiecutter.amp_precision }}", "autocast precision (fp32 turns it off)", choices=["fp32", "bf16", "fp16"])
 {% endif %}

@@ -3,6 +3,7 @@
 import dataclasses
 import os
 import time
+from importlib import resources
 from pathlib import Path
 
 import torch
@@ -32,6 +33,7 @@ from .mixup import build_mix
 from .models import build_model
 from .optim import DEFAULT_LR, build_optimizer, build_scheduler, learning_rates
 from .plots import plot_run
+from .profiling import ProfiledLoader
 from .runtime import resolve_device, seed_everything
 {% if cookiecutter.use_sync_bn %}
 from .sync_bn import convert_sync_bn
@@ -39,6 +41,8 @@ from .sync_bn import convert_sync_bn
 {% if cookiecutter.use_tensorboard %}
 from .tensorboard_log import TensorBoardLog
 {% endif %}
+
+ANSWERS = resources.files(__package__) / "answers.json"  # the template answers this repo was generated from
 
 
 def resolve(cfg: TrainConfig) -> TrainConfig:
@@ -78,6 +82,7 @@ def _start_run_dir(out: Path, cfg: TrainConfig, classes: list[str]) -> None:
         out.mkdir(parents=True, exist_ok=True)
         save_config(cfg, out / "config.yaml")
         (out / "classes.txt").write_text("\n".join(classes) + "\n")
+        (out / "answers.json").write_bytes(ANSWERS.read_bytes())
     except OSError as exc:
         raise OutputError(f"cannot write to output dir {out} ({exc.strerror}); pick another --output-dir") from None
 
@@ -99,6 +104,7 @@ def train(cfg: TrainConfig) -> dict:
     seed_everything(cfg.seed, cfg.deterministic)
     cfg = resolve(cfg)
 {% endif %}
+    torch.autograd.set_detect_anomaly(cfg.detect_anomaly)  # T25
 {% if cookiecutter.use_amp %}
     cfg = dataclasses.replace(cfg, precision=resolve_precision(cfg.precision, device))
 {% endif %}
@@ -148,6 +154,11 @@ def train(cfg: TrainConfig) -> dict:
 {% else %}
     rows = []
 {% endif %}
+{% if cookiecutter.use_distributed %}
+    train_loader = ProfiledLoader(data.train, out / "profile") if cfg.profile and is_main() else data.train
+{% else %}
+    train_loader = ProfiledLoader(data.train, out / "profile") if cfg.profile else data.train
+{% endif %}
 {% if cookiecutter.use_tensorboard and cookiecutter.use_distributed %}
     board = TensorBoardLog(out / "tensorboard", dataclasses.asdict(cfg)) if cfg.tensorboard and is_main() else None
 {% elif cookiecutter.use_tensorboard %}
@@ -171,7 +182,7 @@ def train(cfg: TrainConfig) -> dict:
 {% set tricks = tricks + ", stop=stop" %}
 {% endif %}
         try:
-            row |= train_one_epoch({{ "trained" if cookiecutter.use_distributed else "model" }}, data.train, criterion, optimizer, device, cfg{{ tricks }})
+            row |= train_one_epoch({{ "trained" if cookiecutter.use_distributed else "model" }}, train_loader, criterion, optimizer, device, cfg{{ tricks }})
         except TrainingDiverged as exc:  # nothing of this epoch is saved: the last checkpoint stays good
             raise TrainingDiverged(f"epoch {epoch}: {exc}") from None
 {% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}

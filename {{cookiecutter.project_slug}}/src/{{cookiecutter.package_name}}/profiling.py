@@ -1,0 +1,41 @@
+"""`--profile` (T42): a few training steps under torch.profiler, as a trace and a table of the top operators."""
+
+import itertools
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+
+class ProfiledLoader:
+    """Iterates like `loader`. In the first epoch, the `steps` steps after a warm-up step run under the profiler;
+    the trace and the table are written as soon as they end."""
+
+    def __init__(self, loader, out: Path, steps: int = 5):
+        self.loader, self.out, self.steps, self.done = loader, out, steps, False
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        batches = iter(self.loader)
+        if self.done:
+            yield from batches
+            return
+        self.done = True
+        yield from itertools.islice(batches, 1)  # first allocations and autotuning are not typical steps
+        cuda = torch.cuda.is_available()
+        profiler = profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda, record_shapes=True)
+        profiler.start()
+        try:
+            yield from itertools.islice(batches, self.steps)
+        finally:  # also when the epoch ends first
+            profiler.stop()
+            self.write(profiler, "self_cuda_time_total" if cuda else "self_cpu_time_total")
+        yield from batches
+
+    def write(self, profiler: profile, sort_by: str) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        profiler.export_chrome_trace(str(self.out / "trace.json"))
+        (self.out / "top_operators.txt").write_text(profiler.key_averages().table(sort_by=sort_by, row_limit=25))
+        print(f"profile: {self.out / 'top_operators.txt'}; open {self.out / 'trace.json'} in ui.perfetto.dev")
