@@ -44,6 +44,7 @@ class TrainConfig:
 {% else %}
     batch_size: int = option(64, "images per step")
 {% endif %}
+    accumulate_steps: int = option(1, "optimizer step every N batches: the effective batch is N times larger")
     optimizer: str = option("sgd", "optimizer", choices=["sgd", "adamw"])
     lr: float | None = option(None, "learning rate (auto: 0.05 for sgd, 0.001 for adamw)")
     momentum: float = option(0.9, "SGD momentum (Nesterov)")
@@ -60,6 +61,9 @@ class TrainConfig:
     output_dir: str | None = option(None, "where results go (auto: runs/<date-time>)")
     overwrite: bool = option(False, "replace a finished run in --output-dir")
     max_steps_per_epoch: int | None = option(None, "cap training and validation steps per epoch (smoke runs)")
+    channels_last: bool = option(False, "channels-last memory format (faster convolutions on GPUs with AMP)")
+    compile: bool = option(False, "torch.compile the model: slower first steps, faster ones after")
+    patience: int | None = option(None, "stop early when val_acc has not improved for this many epochs")
     plots: bool = option(True, "draw learning_curves.png and confusion_matrix.png at the end of the run")
     profile: bool = option(False, "record 5 training steps with torch.profiler into <output dir>/profile")
     detect_anomaly: bool = option(False, "autograd anomaly detection: name the operation behind a NaN gradient (slow)")
@@ -104,9 +108,11 @@ class TrainConfig:
 
     def __post_init__(self):
 {% if cookiecutter.use_distributed %}
-        for name in ("epochs", "batch_size", "image_size", "max_steps_per_epoch", "step_size", "nproc", "dist_timeout"):
+        positive = ["epochs", "batch_size", "accumulate_steps", "image_size", "max_steps_per_epoch", "step_size"]
+        for name in [*positive, "patience", "nproc", "dist_timeout"]:
 {% else %}
-        for name in ("epochs", "batch_size", "image_size", "max_steps_per_epoch", "step_size"):
+        positive = ["epochs", "batch_size", "accumulate_steps", "image_size", "max_steps_per_epoch", "step_size"]
+        for name in [*positive, "patience"]:
 {% endif %}
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -6,6 +6,7 @@ the same workers through PyTorch's own launcher, torch.distributed.run. Rank 0 a
 progress bars and writes files; every rank computes the same, exactly reduced metrics.
 """
 
+import contextlib
 import datetime
 import os
 import sys
@@ -126,6 +127,11 @@ def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     if not dist.is_initialized():
         return model
     return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def gradient_sync(model: torch.nn.Module, now: bool):
+    """DDP all-reduces gradients in backward; `now=False` skips it (an inner step of gradient accumulation)."""
+    return model.no_sync() if isinstance(model, DistributedDataParallel) and not now else contextlib.nullcontext()
 
 
 class ShardSampler(Sampler):

@@ -10,7 +10,7 @@ from tqdm import tqdm
 from .amp import autocast
 {% endif %}
 {% if cookiecutter.use_distributed %}
-from .distributed import all_reduce, is_main
+from .distributed import all_reduce, gradient_sync, is_main
 {% endif %}
 from .errors import TrainingDiverged
 from .metrics import confusion_matrix
@@ -55,10 +55,17 @@ def train_one_epoch(
     grad_norm_sum = torch.zeros((), device=device)
 {% endif %}
     first_bad_step = torch.full((), -1, device=device)  # NaN/Inf guard without a host sync per step
-    seen = steps = 0
-    for images, targets in _batches(loader, cfg.max_steps_per_epoch, "train"):
-        images = images.to(device, non_blocking=True)
+    seen = steps = {{ 'updates = ' if cookiecutter.use_grad_clipping else '' }}0
+    batches = _batches(loader, cfg.max_steps_per_epoch, "train")
+    memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    optimizer.zero_grad(set_to_none=True)
+    for images, targets in batches:
+        images = images.to(device, non_blocking=True, memory_format=memory_format)
         targets = targets.to(device, non_blocking=True)
+        # --accumulate-steps: the optimizer steps once per group of batches, on their mean gradient
+        group_start = steps - steps % cfg.accumulate_steps
+        group_size = min(cfg.accumulate_steps, len(batches) - group_start)
+        update = steps + 1 == group_start + group_size
 {% if cookiecutter.use_mixup %}
         images, soft_targets = mix(images, targets) if mix else (images, targets)  # T34
 {% endif %}
@@ -70,24 +77,36 @@ def train_one_epoch(
         logits = model(images)
         loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax (T10)
 {% endif %}
-        optimizer.zero_grad(set_to_none=True)
+{% if cookiecutter.use_distributed %}
+        with gradient_sync(model, update):  # the inner batches of a group skip DDP's all-reduce
 {% if cookiecutter.use_amp %}
-        scaler.scale(loss).backward()
+            scaler.scale(loss / group_size).backward()
 {% else %}
-        loss.backward()
+            (loss / group_size).backward()
 {% endif %}
+{% elif cookiecutter.use_amp %}
+        scaler.scale(loss / group_size).backward()
+{% else %}
+        (loss / group_size).backward()
+{% endif %}
+        if update:
 {% if cookiecutter.use_grad_clipping %}
-        if cfg.clip_grad_norm:  # T32
+            if cfg.clip_grad_norm:  # T32
 {% if cookiecutter.use_amp %}
-            scaler.unscale_(optimizer)  # clip the true gradients, not the loss-scaled ones
+                scaler.unscale_(optimizer)  # clip the true gradients, not the loss-scaled ones
 {% endif %}
-            grad_norm_sum += nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm, cfg.clip_grad_norm_type)
+                parameters, norm_type = model.parameters(), cfg.clip_grad_norm_type
+                grad_norm_sum += nn.utils.clip_grad_norm_(parameters, cfg.clip_grad_norm, norm_type)
 {% endif %}
 {% if cookiecutter.use_amp %}
-        scaler.step(optimizer)
-        scaler.update()
+            scaler.step(optimizer)
+            scaler.update()
 {% else %}
-        optimizer.step()
+            optimizer.step()
+{% endif %}
+            optimizer.zero_grad(set_to_none=True)
+{% if cookiecutter.use_grad_clipping %}
+            updates += 1
 {% endif %}
         first_bad_step = torch.where((first_bad_step < 0) & ~loss.detach().isfinite(), steps + 1, first_bad_step)
         loss_sum += loss.detach() * len(targets)
@@ -114,7 +133,7 @@ def train_one_epoch(
 {% endif %}
 {% if cookiecutter.use_grad_clipping %}
     if cfg.clip_grad_norm:
-        stats["grad_norm"] = grad_norm_sum.item() / steps  # mean norm before clipping (the same on every rank)
+        stats["grad_norm"] = grad_norm_sum.item() / max(updates, 1)  # mean norm before clipping, same on all ranks
 {% endif %}
     return stats
 

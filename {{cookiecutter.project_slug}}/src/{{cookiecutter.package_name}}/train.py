@@ -120,12 +120,15 @@ def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_freezing %}
     freeze(model, cfg.freeze)
 {% endif %}
-    model.to(device)
+    model.to(device, memory_format=torch.channels_last if cfg.channels_last else torch.preserve_format)
     sample = torch.zeros(1, 3, cfg.image_size, cfg.image_size, device=device)
     print(summary(model, input_data=sample, depth=2, mode="eval", verbose=0))  # T14/T15
     optimizer = build_optimizer(model, cfg)
 {% if cookiecutter.use_distributed %}
     trained = wrap(model, device)  # DDP, after SyncBN and freezing; `model` stays unwrapped for saving
+    trained = torch.compile(trained) if cfg.compile else trained
+{% else %}
+    trained = torch.compile(model) if cfg.compile else model  # `model` stays uncompiled for saving
 {% endif %}
     scheduler = build_scheduler(optimizer, cfg)
 {% if cookiecutter.use_label_smoothing %}
@@ -182,7 +185,7 @@ def train(cfg: TrainConfig) -> dict:
 {% set tricks = tricks + ", stop=stop" %}
 {% endif %}
         try:
-            row |= train_one_epoch({{ "trained" if cookiecutter.use_distributed else "model" }}, train_loader, criterion, optimizer, device, cfg{{ tricks }})
+            row |= train_one_epoch(trained, train_loader, criterion, optimizer, device, cfg{{ tricks }})
         except TrainingDiverged as exc:  # nothing of this epoch is saved: the last checkpoint stays good
             raise TrainingDiverged(f"epoch {epoch}: {exc}") from None
 {% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
@@ -214,6 +217,10 @@ def train(cfg: TrainConfig) -> dict:
         save_checkpoints(out, stateful, data.train.generator, rows, cfg)
 {% endif %}
         print(_format(row))
+        best = max(rows, key=lambda r: r["val_acc"])
+        if cfg.patience and epoch - best["epoch"] >= cfg.patience:
+            print(f"early stop: val_acc has not improved for {cfg.patience} epochs since epoch {best['epoch']}")
+            break
 
 {% if cookiecutter.use_checkpointing %}
     stop.exit_if_stopped(out)
