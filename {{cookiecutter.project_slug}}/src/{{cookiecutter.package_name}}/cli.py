@@ -11,7 +11,7 @@ from .config import GPU_IDS_HELP, add_config_arguments, make_config
 from .distributed import launch, launched, workers_wanted
 {% endif %}
 from .errors import UserError
-from .inference import evaluate_run, predict
+from .inference import evaluate_run, extract_features, predict
 from .plots import plot_run
 from .runtime import resolve_device, select_gpus
 from .train import train
@@ -42,10 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--weights", required=True, help="model.pt written by train")
     predict.add_argument("images", nargs="+", help="image files")
 
+    features = commands.add_parser("features", parents=[common], help="save one layer's output for the val images")
+    features.add_argument("--weights", required=True, help="model.pt written by train")
+    features.add_argument("--layer", required=True, help="a node name, e.g. layer4, features.3 or fc")
+    features.add_argument("--data", help="dataset (default: the one trained on)")
+    features.add_argument("--batch-size", type=int, help="images per step")
+    features.add_argument("--output", help="the .npy file (default: features_<layer>.npy beside the weights)")
+
     plot = commands.add_parser("plot", parents=[common], help="learning curves and confusion matrix as PNG")
     plot.add_argument("run_dir", help="output dir of a training run (or of evaluate)")
 
-    for command in (evaluate, predict):
+    for command in (evaluate, predict, features):
         command.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to run")
         command.add_argument("--gpus", default="{{ cookiecutter.gpu_ids }}", help=GPU_IDS_HELP)
     return parser
@@ -86,6 +93,9 @@ def run(args: argparse.Namespace) -> None:
     if args.command == "evaluate":
         overrides = {k: getattr(args, k) for k in ("data", "data_root", "batch_size", "num_workers")}
         evaluate_run(args.weights, device, args.output_dir, **{k: v for k, v in overrides.items() if v is not None})
+    elif args.command == "features":
+        overrides = {k: getattr(args, k) for k in ("data", "batch_size") if getattr(args, k) is not None}
+        extract_features(args.weights, args.layer, device, args.output, **overrides)
     else:
         predict(args.weights, args.images, device)
 

@@ -1,10 +1,13 @@
-"""`evaluate` and `predict`: reuse a training run's model, config and class names."""
+"""`evaluate`, `predict` and `features`: reuse a training run's model, config and class names."""
 
 import dataclasses
+import difflib
 from pathlib import Path
 
+import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
+from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
 
 from .config import TrainConfig, load_config_file
 from .data import build_data, build_transform
@@ -61,3 +64,24 @@ def predict(weights: str, images: list[str], device: torch.device) -> list[tuple
         results.append((path, classes[index], float(probabilities[index])))
         print(f"{path}\t{classes[index]}\t{probabilities[index]:.4f}")
     return results
+
+
+@torch.inference_mode()
+def extract_features(weights: str, layer: str, device: torch.device, output: str | None = None, **overrides) -> Path:
+    """The output of one layer for every validation image (T26), as <output>.npy, labels as <output>_labels.npy."""
+    cfg, classes, model = load_run(weights, device, **overrides)
+    layers = get_graph_node_names(model)[1]
+    if layer not in layers:
+        close = difflib.get_close_matches(layer, layers, n=3) or layers[-3:]
+        raise ModelError(f"{cfg.model} has no layer {layer!r}; close names: {', '.join(close)}")
+    extractor = create_feature_extractor(model, return_nodes={layer: "features"})
+    data = build_data(cfg, device, train=False)
+    features, labels = [], []
+    for images, targets in data.val:
+        features.append(extractor(images.to(device))["features"].cpu())
+        labels.append(targets)
+    out = Path(output or Path(weights).parent / f"features_{layer}.npy").with_suffix(".npy")
+    np.save(out, torch.cat(features).numpy())
+    np.save(out.with_name(out.stem + "_labels.npy"), torch.cat(labels).numpy())
+    print(f"{out}: {tuple(torch.cat(features).shape)} features of {layer!r}; labels in {out.stem}_labels.npy")
+    return out
