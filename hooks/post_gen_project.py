@@ -21,6 +21,7 @@ FEATURE_FILES = {
     "use_grad_clipping": ["tests/test_grad_clipping.py"],
     "use_checkpointing": ["{package}/checkpoint.py", "tests/test_checkpoint.py"],
     "use_tensorboard": ["{package}/tensorboard_log.py", "tests/test_tensorboard.py"],
+    "use_ema": ["{package}/ema.py", "tests/test_ema.py"],
 }
 
 

@@ -100,6 +100,7 @@ TRACES = {
     "use_grad_clipping": ["clip_grad", "clip-grad", "grad_norm"],
     "use_checkpointing": ["last.pt", "best.pt", "resume"],
     "use_tensorboard": ["tensorboard", "summarywriter"],
+    "use_ema": ["averagedmodel", "ema_decay", "ema-decay", "ema.pt"],
 }
 CONFIG_KEYS = {
     "use_amp": ["precision"],
@@ -112,6 +113,7 @@ CONFIG_KEYS = {
     "use_grad_clipping": ["clip_grad_norm", "clip_grad_norm_type"],
     "use_checkpointing": ["resume"],
     "use_tensorboard": ["tensorboard"],
+    "use_ema": ["ema_decay"],
 }
 # Per model: a real module to freeze and the head that gets a learning-rate multiplier.
 MODEL_PARTS = {
@@ -136,6 +138,7 @@ def smoke_flags(tricks, model: str) -> list[str]:
         "use_grad_clipping": ["--clip-grad-norm", "0.5"],
         "use_checkpointing": [],
         "use_tensorboard": [],  # on by default when the prompt put it in
+        "use_ema": ["--ema-decay", "0.9"],
     }
     return [flag for trick in tricks for flag in flags[trick]]
 

@@ -24,6 +24,7 @@ SHORT = {  # short names keep test ids readable (pytest replaces ids over 100 ch
     "use_mixup": "mix",
     "use_sync_bn": "syncbn",
     "use_tensorboard": "tb",
+    "use_ema": "ema",
 }
 
 

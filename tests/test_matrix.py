@@ -95,6 +95,8 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
         assert float(rows[0][f"lr[{head}]"]) == pytest.approx(10 * float(rows[0]["lr"]))
     if answers["use_grad_clipping"]:
         assert float(rows[0]["grad_norm"]) > 0
+    if answers["use_ema"]:
+        assert float(rows[0]["ema_val_acc"]) >= 0 and (run / "ema.pt").is_file()
     if answers["use_amp"]:
         expected = "bf16" if device == "cpu" else answers["amp_precision"]  # fp16 falls back on CPUs
         assert saved["precision"] == expected

@@ -62,6 +62,9 @@ def test_resumed_run_equals_an_uninterrupted_one_bitwise(tiny_config, tmp_path, 
     assert_same_state(torch.load(straight / "model.pt"), torch.load(interrupted / "model.pt"))
     last = [torch.load(run / "last.pt", weights_only=True) for run in (straight, interrupted)]
     assert_same_state(last[0]["optimizer"], last[1]["optimizer"])
+{% if cookiecutter.use_ema %}
+    assert_same_state(last[0]["ema"], last[1]["ema"])
+{% endif %}
     assert metrics_without_time(straight) == metrics_without_time(interrupted)
 
 
@@ -161,6 +164,9 @@ def test_sigterm_mid_epoch_stops_resumably_and_the_resumed_run_is_exact(tiny_con
     resumed = start_training(run, "--num-workers", str(workers), "--resume", "auto")
     assert resumed.wait(timeout=120) == 0, resumed.stderr.read()
     assert_same_state(torch.load(tmp_path / "a" / "model.pt"), torch.load(run / "model.pt"))
+{% if cookiecutter.use_ema %}
+    assert_same_state(torch.load(tmp_path / "a" / "ema.pt"), torch.load(run / "ema.pt"))
+{% endif %}
     assert metrics_without_time(tmp_path / "a") == metrics_without_time(run)
 
 

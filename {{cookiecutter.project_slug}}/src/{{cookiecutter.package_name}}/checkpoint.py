@@ -98,14 +98,13 @@ def find_checkpoint(resume: str | None, out: Path) -> Path | None:
         return Path(resume) if resume else None
     latest, latest_epoch = None, 0
     for path in sorted(out.glob("*.pt")):  # best.pt before last.pt: last wins a tie
-        if path.name != "model.pt":
-            try:
-                epoch = load_checkpoint(path)["epoch"]
-            except ModelError as exc:
-                print(f"skipping {exc}")
-                continue
-            if epoch >= latest_epoch:
-                latest, latest_epoch = path, epoch
+        try:
+            epoch = load_checkpoint(path).get("epoch")
+        except ModelError as exc:
+            print(f"skipping {exc}")
+            continue
+        if epoch is not None and epoch >= latest_epoch:  # plain weights files have no epoch
+            latest, latest_epoch = path, epoch
     if latest is None:
         print(f"no checkpoint in {out}: starting from scratch")
     return latest

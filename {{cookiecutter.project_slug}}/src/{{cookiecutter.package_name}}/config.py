@@ -99,6 +99,9 @@ class TrainConfig:
     clip_grad_norm: float = option(1.0, "clip the gradient norm to this value (0 turns it off)")
     clip_grad_norm_type: float = option(2.0, "the p of the clipped p-norm (inf for the max norm)")
 {% endif %}
+{% if cookiecutter.use_ema %}
+    ema_decay: float = option(0.999, "decay of the weights' moving average per optimizer step (0 turns it off)")
+{% endif %}
 {% if cookiecutter.use_tensorboard %}
     tensorboard: bool = option(True, "write TensorBoard logs into <output dir>/tensorboard")
 {% endif %}
@@ -131,6 +134,10 @@ class TrainConfig:
 {% if cookiecutter.use_mixup %}
         if not 0 <= self.cutmix_prob <= 1:
             raise UserError(f"--cutmix-prob must be between 0 and 1, got {self.cutmix_prob}")
+{% endif %}
+{% if cookiecutter.use_ema %}
+        if not 0 <= self.ema_decay < 1:
+            raise UserError(f"--ema-decay must be in [0, 1), got {self.ema_decay}")
 {% endif %}
 {% if cookiecutter.use_label_smoothing %}
         if not 0 <= self.label_smoothing < 1:

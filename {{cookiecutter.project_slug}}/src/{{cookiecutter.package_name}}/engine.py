@@ -44,6 +44,9 @@ def train_one_epoch(
 {% if cookiecutter.use_mixup %}
     mix=None,
 {% endif %}
+{% if cookiecutter.use_ema %}
+    ema=None,
+{% endif %}
 {% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
     stop=None,
 {% endif %}
@@ -105,6 +108,10 @@ def train_one_epoch(
             optimizer.step()
 {% endif %}
             optimizer.zero_grad(set_to_none=True)
+{% if cookiecutter.use_ema %}
+            if ema:
+                ema.update_parameters(model)
+{% endif %}
 {% if cookiecutter.use_grad_clipping %}
             updates += 1
 {% endif %}

@@ -21,7 +21,8 @@ def learning_curves(rows: list[dict]) -> Figure:
     """Loss, accuracy and the learning rate of every parameter group, by epoch."""
     epochs = [int(row["epoch"]) for row in rows]
     figure, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
-    panels = {"loss": ["train_loss", "val_loss"], "accuracy": ["train_acc", "val_acc"]}
+    panels = {"loss": [key for key in rows[0] if key.endswith("_loss")]}
+    panels["accuracy"] = [key for key in rows[0] if key.endswith("_acc")]
     panels["learning rate"] = [key for key in rows[0] if key == "lr" or key.startswith("lr[")]
     for axis, (title, keys) in zip(axes, panels.items(), strict=True):
         for key in keys:

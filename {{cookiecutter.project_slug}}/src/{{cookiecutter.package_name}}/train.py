@@ -21,6 +21,9 @@ from .data import build_data, default_image_size, resolve_normalisation
 {% if cookiecutter.use_distributed %}
 from .distributed import barrier, broadcast, is_distributed, is_main, setup, teardown, world_size, wrap
 {% endif %}
+{% if cookiecutter.use_ema %}
+from .ema import build_ema
+{% endif %}
 from .engine import evaluate, train_one_epoch
 from .errors import OutputError, TrainingDiverged, UserError
 {% if cookiecutter.use_freezing %}
@@ -124,6 +127,9 @@ def train(cfg: TrainConfig) -> dict:
     sample = torch.zeros(1, 3, cfg.image_size, cfg.image_size, device=device)
     print(summary(model, input_data=sample, depth=2, mode="eval", verbose=0))  # T14/T15
     optimizer = build_optimizer(model, cfg)
+{% if cookiecutter.use_ema %}
+    ema = build_ema(model, cfg.ema_decay)  # of the plain model: identical on every process
+{% endif %}
 {% if cookiecutter.use_distributed %}
     trained = wrap(model, device)  # DDP, after SyncBN and freezing; `model` stays unwrapped for saving
     trained = torch.compile(trained) if cfg.compile else trained
@@ -153,6 +159,10 @@ def train(cfg: TrainConfig) -> dict:
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
     stateful = {"model": model, "optimizer": optimizer, "scheduler": scheduler{{ ', "scaler": scaler' if cookiecutter.use_amp else '' }}}
+{% if cookiecutter.use_ema %}
+    if ema:
+        stateful["ema"] = ema
+{% endif %}
     rows = resume(find_checkpoint(cfg.resume, out), stateful, data.train.generator, cfg)
 {% else %}
     rows = []
@@ -176,7 +186,7 @@ def train(cfg: TrainConfig) -> dict:
         start = time.perf_counter()
         row = {"epoch": epoch}
         rates = learning_rates(optimizer)
-{% set tricks = (", scaler" if cookiecutter.use_amp else "") + (", mix" if cookiecutter.use_mixup else "") %}
+{% set tricks = (", scaler" if cookiecutter.use_amp else "") + (", mix" if cookiecutter.use_mixup else "") + (", ema" if cookiecutter.use_ema else "") %}
 {% if cookiecutter.use_distributed %}
         if is_distributed():
             data.train.sampler.set_epoch(epoch)  # a new shuffle every epoch
@@ -192,13 +202,16 @@ def train(cfg: TrainConfig) -> dict:
         if stop:  # stopped mid-epoch: drop it, the checkpoint of the previous epoch is where to resume
             break
 {% endif %}
-{% if cookiecutter.use_amp %}
-        val = evaluate(model, data.val, device, len(data.classes), cfg.max_steps_per_epoch, cfg.precision)
-{% else %}
-        val = evaluate(model, data.val, device, len(data.classes), cfg.max_steps_per_epoch)
+{% set precision = ", cfg.precision" if cookiecutter.use_amp else "" %}
+        val = evaluate(model, data.val, device, len(data.classes), cfg.max_steps_per_epoch{{ precision }})
+        row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"]}
+{% if cookiecutter.use_ema %}
+        if ema:
+            averaged = evaluate(ema.module, data.val, device, len(data.classes), cfg.max_steps_per_epoch{{ precision }})
+            row |= {"ema_val_loss": averaged["val_loss"], "ema_val_acc": averaged["val_acc"]}
 {% endif %}
         scheduler.step()
-        row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"], **rates}
+        row |= rates
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(row)
 {% if cookiecutter.use_distributed %}
@@ -229,11 +242,19 @@ def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_distributed %}
     if is_main():
         torch.save(model.state_dict(), weights)
+{% if cookiecutter.use_ema %}
+        if ema:
+            torch.save(ema.module.state_dict(), out / "ema.pt")
+{% endif %}
         if cfg.plots:
             plot_run(out)
     teardown()
 {% else %}
     torch.save(model.state_dict(), weights)
+{% if cookiecutter.use_ema %}
+    if ema:
+        torch.save(ema.module.state_dict(), out / "ema.pt")
+{% endif %}
     if cfg.plots:
         plot_run(out)
 {% endif %}

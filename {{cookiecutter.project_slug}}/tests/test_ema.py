@@ -1,0 +1,48 @@
+import csv
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+
+from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.ema import build_ema
+from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.train import train
+
+
+def test_each_update_follows_the_ema_formula_for_weights_and_batchnorm_statistics():
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    ema = build_ema(model, decay=0.9)
+    for value in (1.0, 2.0, 4.0):
+        with torch.no_grad():
+            for tensor in [*model.parameters(), model[1].running_mean]:
+                tensor.fill_(value)
+        ema.update_parameters(model)
+    expected = 0.9 * (0.9 * 1.0 + 0.1 * 2.0) + 0.1 * 4.0  # the first update copies the weights
+    for tensor in [*ema.module.parameters(), ema.module[1].running_mean]:
+        assert torch.allclose(tensor, torch.full_like(tensor, expected))
+    assert build_ema(model, decay=0.0) is None
+
+
+def test_the_average_is_evaluated_every_epoch_and_saved(tiny_config, tmp_path):
+    result = train(replace(tiny_config, epochs=2, ema_decay=0.5))
+    run = tmp_path / "run"
+    with open(run / "metrics.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert all(0 <= float(row["ema_val_acc"]) <= 1 and float(row["ema_val_loss"]) > 0 for row in rows)
+    averaged = torch.load(run / "ema.pt", weights_only=True)
+    trained = result["model"].state_dict()
+    assert averaged.keys() == trained.keys()
+    assert any(not torch.equal(averaged[key], trained[key]) for key in averaged)
+    assert main(["evaluate", "--weights", str(run / "ema.pt"), "--device", "cpu"]) == 0  # a plain state_dict
+
+
+def test_decay_zero_turns_it_off(tiny_config, tmp_path):
+    rows = train(replace(tiny_config, ema_decay=0.0))["metrics"]
+    assert "ema_val_acc" not in rows[0] and not (tmp_path / "run" / "ema.pt").exists()
+
+
+def test_a_bad_decay_is_refused(tiny_config):
+    with pytest.raises(UserError, match="--ema-decay must be in"):
+        replace(tiny_config, ema_decay=1.0)
