@@ -1,6 +1,7 @@
 """DDP on CPU with gloo, as CI can run it: real multi-process jobs launched by torchrun."""
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -33,6 +34,42 @@ out = sys.argv[1]
 result = train.train(TrainConfig(device="cpu", epochs=2, max_steps_per_epoch=2, batch_size=16, num_workers=0,
                                  output_dir=out))
 torch.save(result["model"].state_dict(), f"{{out}}/rank{{os.environ['RANK']}}.pt")
+"""
+
+
+# Gradient accumulation under DDP: the same deterministic set-up, counting DDP's gradient all-reduces.
+ACCUMULATION_SCRIPT = """
+import json, os, sys
+import torch
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+from {package} import data, train
+from {package}.config import TrainConfig
+
+augmenting = data.build_transform
+data.build_transform = lambda *args, train: augmenting(*args, train=False)
+train.build_model = lambda name, classes, *rest: nn.Sequential(
+    nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)
+)
+reductions = []
+wrapping = train.wrap
+
+def wrap_and_count(model, device):
+    wrapped = wrapping(model, device)
+    def counted(group, bucket):
+        reductions.append(1)
+        return allreduce_hook(group, bucket)
+    if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel):
+        wrapped.register_comm_hook(None, counted)
+    return wrapped
+
+train.wrap = wrap_and_count
+out, batch, accumulate, steps = sys.argv[1], *map(int, sys.argv[2:])
+result = train.train(TrainConfig(device="cpu", epochs=1, max_steps_per_epoch=steps, batch_size=batch, num_workers=0,
+                                 accumulate_steps=accumulate, output_dir=out, plots=False))
+torch.save(result["model"].state_dict(), f"{{out}}/rank{{os.environ['RANK']}}.pt")
+with open(f"{{out}}/reductions{{os.environ['RANK']}}.json", "w") as file:
+    json.dump(len(reductions), file)
 """
 
 
@@ -80,6 +117,19 @@ def test_two_processes_match_one_process_with_the_whole_batch(equivalence_runs):
     metrics = [(equivalence_runs[w] / "metrics.csv").read_text().splitlines() for w in (1, 2)]
     drop_seconds = [[line.rsplit(",", 1)[0] for line in lines] for lines in metrics]
     assert [r.split(",")[4] for r in drop_seconds[0]] == [r.split(",")[4] for r in drop_seconds[1]]  # val_acc
+
+
+def test_accumulation_skips_the_all_reduce_on_inner_batches_and_matches_one_big_batch(project, tmp_path):
+    script = tmp_path / "accumulation.py"
+    script.write_text(textwrap.dedent(ACCUMULATION_SCRIPT.format(package=package_of(project))))
+    runs = {"accumulated": (2, 16, 2, 4), "plain": (2, 16, 1, 2), "one process": (1, 32, 1, 2)}
+    for name, (workers, batch, accumulate, steps) in runs.items():
+        torchrun(project, workers, str(script), str(tmp_path / name), str(batch), str(accumulate), str(steps))
+    counts = {name: json.loads((tmp_path / name / "reductions0.json").read_text()) for name in runs}
+    assert counts["accumulated"] == counts["plain"] > 0  # 4 backward passes, 2 all-reduces: as 2 plain steps
+    one = torch.load(tmp_path / "one process" / "rank0.pt", weights_only=True)
+    accumulated = torch.load(tmp_path / "accumulated" / "rank0.pt", weights_only=True)
+    assert max((one[key] - accumulated[key]).abs().max().item() for key in one) < 1e-5  # 2 x 8 x 2 = 1 x 32
 
 
 def test_a_two_process_job_writes_one_set_of_files_and_resumes(project, tmp_path):

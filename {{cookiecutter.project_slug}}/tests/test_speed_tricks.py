@@ -47,18 +47,32 @@ def test_an_incomplete_last_group_still_steps_on_its_mean_gradient(exact_setup, 
 
 
 def test_channels_last_trains_in_that_layout_to_the_same_result(tiny_config, tmp_path):
+{% if cookiecutter.use_amp %}
+    tiny_config = replace(tiny_config, precision="fp32")  # compare the layouts, not rounding modes
+{% endif %}
     last = train(replace(tiny_config, channels_last=True))
     plain = train(replace(tiny_config, output_dir=str(tmp_path / "plain")))
-    convolutions = [p for p in last["model"].parameters() if p.dim() == 4]
+    convolutions = [p for p in last["model"].parameters() if p.dim() == 4 and p.shape[-1] > 1]
     assert convolutions and all(p.is_contiguous(memory_format=torch.channels_last) for p in convolutions)
     pairs = zip(last["model"].parameters(), plain["model"].parameters(), strict=True)
-    assert max((a - b).abs().max().item() for a, b in pairs) < 1e-4
+    for a, b in pairs:  # the same maths in another summation order
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3)
 
 
-def test_patience_stops_when_validation_accuracy_stalls(tiny_config, capsys):
-    result = train(replace(tiny_config, epochs=10, lr=1e-12, scheduler="none", patience=2))
-    assert [row["epoch"] for row in result["metrics"]] == [1, 2, 3]
-    assert "early stop: val_acc has not improved for 2 epochs since epoch 1" in capsys.readouterr().out
+def test_patience_stops_when_validation_accuracy_stalls(tiny_config, capsys, monkeypatch):
+    accuracies = iter([0.5, 0.6, 0.6, 0.55, 0.9, 0.9])  # best at epoch 2; a tie is no improvement
+    evaluate = train_module.evaluate
+
+    def scripted(*args, **kwargs):
+        return evaluate(*args, **kwargs) | {"val_acc": next(accuracies)}
+
+    monkeypatch.setattr(train_module, "evaluate", scripted)
+{% if cookiecutter.use_ema %}
+    tiny_config = replace(tiny_config, ema_decay=0.0)  # one evaluation per epoch
+{% endif %}
+    result = train(replace(tiny_config, epochs=6, patience=2))
+    assert [row["epoch"] for row in result["metrics"]] == [1, 2, 3, 4]
+    assert "early stop: val_acc has not improved for 2 epochs since epoch 2" in capsys.readouterr().out
 
 
 @pytest.mark.slow

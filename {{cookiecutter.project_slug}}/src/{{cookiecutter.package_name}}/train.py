@@ -168,9 +168,9 @@ def train(cfg: TrainConfig) -> dict:
     rows = []
 {% endif %}
 {% if cookiecutter.use_distributed %}
-    train_loader = ProfiledLoader(data.train, out / "profile") if cfg.profile and is_main() else data.train
+    loader = ProfiledLoader(data.train, out / "profile") if cfg.profile and is_main() else data.train
 {% else %}
-    train_loader = ProfiledLoader(data.train, out / "profile") if cfg.profile else data.train
+    loader = ProfiledLoader(data.train, out / "profile") if cfg.profile else data.train
 {% endif %}
 {% if cookiecutter.use_tensorboard and cookiecutter.use_distributed %}
     board = TensorBoardLog(out / "tensorboard", dataclasses.asdict(cfg)) if cfg.tensorboard and is_main() else None
@@ -195,7 +195,7 @@ def train(cfg: TrainConfig) -> dict:
 {% set tricks = tricks + ", stop=stop" %}
 {% endif %}
         try:
-            row |= train_one_epoch(trained, train_loader, criterion, optimizer, device, cfg{{ tricks }})
+            row |= train_one_epoch(trained, loader, criterion, optimizer, device, cfg{{ tricks }})
         except TrainingDiverged as exc:  # nothing of this epoch is saved: the last checkpoint stays good
             raise TrainingDiverged(f"epoch {epoch}: {exc}") from None
 {% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}

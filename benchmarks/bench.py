@@ -1,0 +1,265 @@
+"""Images per second of the generated training loop against a bare PyTorch loop, Lightning and Ignite.
+
+Every contender trains the same model on the same in-memory tensors with the same batch size, optimizer
+(SGD with Nesterov momentum and weight decay) and loss, each in a process of its own so that its peak
+memory is its own. The bare loop is the physical limit: no metrics, no progress bar, nothing but the step.
+The generated loop is the render's own `train_one_epoch`, with label smoothing and clipping set to 0 so that
+it does the same work. A second table times the generated data loader alone (synthetic data, the default
+path) against the training step, for the `--num-workers` advice.
+
+    bash benchmarks/run.sh              # CPU, or the GPU when there is one; writes benchmarks/results-<device>.md
+"""
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CONTENDERS = ["bare", "generated", "lightning", "ignite"]
+MODELS = ["small_cnn", "resnet18"]
+PACKAGE = "my_project"  # the default render's package
+
+
+def render(out: Path) -> Path:
+    from cookiecutter.main import cookiecutter
+
+    sys.path.insert(0, str(HERE.parent))  # local_extensions.py
+    return Path(cookiecutter(str(HERE.parent), no_input=True, output_dir=str(out))) / "src"
+
+
+# ---- one measurement, in its own process ---------------------------------------------------------------
+
+
+def one(contender: str, model_name: str, args) -> dict:
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    sys.path.insert(0, args.src)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randn(args.images, 3, args.image_size, args.image_size, generator=generator)
+    labels = torch.randint(0, 10, (args.images,), generator=generator)
+    loader = DataLoader(
+        TensorDataset(images, labels), batch_size=args.batch_size, shuffle=True, drop_last=True, generator=generator
+    )
+    if model_name == "small_cnn":
+        model = importlib.import_module(f"{PACKAGE}.models").SmallCNN(10)
+    else:
+        import torchvision
+
+        model = getattr(torchvision.models, model_name)(num_classes=10)
+    model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    criterion = nn.CrossEntropyLoss()
+
+    step_times = []
+
+    def clock(*_):
+        if not step_times and device.type == "cuda":
+            torch.cuda.synchronize()  # once: the first step really finished
+        step_times.append(time.perf_counter())
+
+    optimizer.register_step_post_hook(clock)
+    started = time.perf_counter()
+    RUNNERS[contender](model, loader, optimizer, criterion, device, args.epochs)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    finished = time.perf_counter()
+
+    per_epoch = len(loader)
+    timed_steps = len(step_times) - per_epoch  # the first epoch warms up (allocator, autotuning, caches)
+    seconds = finished - step_times[per_epoch - 1]
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    memory = torch.cuda.max_memory_allocated() if device.type == "cuda" else rss
+    return {
+        "images_per_second": timed_steps * args.batch_size / seconds,
+        "first_step_seconds": step_times[0] - started,
+        "peak_memory_mib": memory / 2**20,
+        "steps": len(step_times),
+        "device": torch.cuda.get_device_name() if device.type == "cuda" else cpu_name(),
+    }
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "CPU"
+
+
+def run_bare(model, loader, optimizer, criterion, device, epochs):
+    model.train()
+    for _ in range(epochs):
+        for images, targets in loader:
+            images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+            loss = criterion(model(images), targets)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+
+def run_generated(model, loader, optimizer, criterion, device, epochs):
+    engine = importlib.import_module(f"{PACKAGE}.engine")
+    config = importlib.import_module(f"{PACKAGE}.config")
+    cfg = config.TrainConfig(device=device.type, label_smoothing=0.0, clip_grad_norm=0.0)  # the bare loop's work
+    for _ in range(epochs):
+        engine.train_one_epoch(model, loader, criterion, optimizer, device, cfg)
+
+
+def run_lightning(model, loader, optimizer, criterion, device, epochs):
+    import lightning
+
+    class Classifier(lightning.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def training_step(self, batch, index):
+            images, targets = batch
+            return criterion(self.model(images), targets)
+
+        def configure_optimizers(self):
+            return optimizer
+
+    trainer = lightning.Trainer(
+        max_epochs=epochs,
+        accelerator=device.type if device.type == "cuda" else "cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(Classifier(), train_dataloaders=loader)
+
+
+def run_ignite(model, loader, optimizer, criterion, device, epochs):
+    from ignite.engine import create_supervised_trainer
+
+    create_supervised_trainer(model, optimizer, criterion, device=device).run(loader, max_epochs=epochs)
+
+
+RUNNERS = {"bare": run_bare, "generated": run_generated, "lightning": run_lightning, "ignite": run_ignite}
+
+
+def loader_alone(workers: int, args) -> dict:
+    """The generated data path (synthetic stripes, augmentation, normalisation) without any training."""
+    import torch
+
+    sys.path.insert(0, args.src)
+    config = importlib.import_module(f"{PACKAGE}.config")
+    data = importlib.import_module(f"{PACKAGE}.data")
+    train = importlib.import_module(f"{PACKAGE}.train")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    cfg = train.resolve(config.TrainConfig(batch_size=args.batch_size, num_workers=workers, output_dir="unused"))
+    loader = data.build_data(cfg, device).train
+    count, started = 0, time.perf_counter()
+    for epoch in range(2):
+        if epoch == 1:  # the first epoch starts the workers
+            count, started = 0, time.perf_counter()
+        for images, _ in loader:
+            count += len(images)
+    return {"images_per_second": count / (time.perf_counter() - started)}
+
+
+# ---- the whole benchmark -------------------------------------------------------------------------------
+
+
+def measure(kind: str, name: str, args) -> dict:
+    command = [sys.executable, __file__, "--one", kind, name, "--src", args.src]
+    command += ["--images", str(args.images), "--epochs", str(args.epochs)]
+    command += ["--image-size", str(args.image_size), "--batch-size", str(args.batch_size)]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if done.returncode != 0:
+        raise SystemExit(f"{kind} {name} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(results: dict, loaders: dict, args, device: str) -> str:
+    import torch
+
+    lines = [
+        f"Machine: {device}; {os.cpu_count()} CPU cores, {os.environ.get('OMP_NUM_THREADS', 'all')} threads; "
+        f"torch {torch.__version__}, Python {platform.python_version()}. {args.images} images of "
+        f"{args.image_size}x{args.image_size}, batch {args.batch_size}, {args.epochs} epochs (the first one warms "
+        f"up and is not timed), median of {args.repeats} runs.",
+        "",
+        "| model | loop | images/s | vs bare loop | time to first step (s) | peak memory (MiB) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for model in MODELS:
+        bare = results[model]["bare"]["images_per_second"]
+        for contender in CONTENDERS:
+            r = results[model][contender]
+            lines.append(
+                f"| {model} | {contender} | {r['images_per_second']:.0f} | {r['images_per_second'] / bare:.3f} | "
+                f"{r['first_step_seconds']:.3f} | {r['peak_memory_mib']:.0f} |"
+            )
+    train_rate = results["small_cnn"]["generated"]["images_per_second"]
+    lines += ["", "| data loading alone (synthetic, default transforms) | images/s | vs small_cnn training |"]
+    lines += ["|---|---:|---:|"]
+    for workers, r in loaders.items():
+        rate = r["images_per_second"]
+        lines.append(f"| `--num-workers {workers}` | {rate:.0f} | {rate / train_rate:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--one", nargs=2, metavar=("CONTENDER", "MODEL"), help=argparse.SUPPRESS)
+    parser.add_argument("--src", help=argparse.SUPPRESS)
+    parser.add_argument("--images", type=int, help="images per epoch (default: 2048 on CPU, 32768 on GPU)")
+    parser.add_argument("--epochs", type=int, default=3, help="epochs per run; the first is not timed")
+    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per contender; the median counts")
+    args = parser.parse_args()
+    if args.one:
+        kind, name = args.one
+        result = loader_alone(int(name), args) if kind == "loader" else one(kind, name, args)
+        print(json.dumps(result))
+        return
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    args.images = args.images or (32768 if cuda else 2048)
+    with tempfile.TemporaryDirectory() as folder:
+        args.src = str(render(Path(folder)))
+        runs = {model: {contender: [] for contender in CONTENDERS} for model in MODELS}
+        for repeat in range(args.repeats):  # interleaved, so a slow moment of the machine hits everyone
+            for model in MODELS:
+                for contender in CONTENDERS:
+                    runs[model][contender].append(measure(contender, model, args))
+                    print(f"run {repeat + 1}: {model} {contender}: {runs[model][contender][-1]}", flush=True)
+        results = {model: {c: median_run(rs) for c, rs in by_contender.items()} for model, by_contender in runs.items()}
+        loaders = {workers: measure("loader", str(workers), args) for workers in (0, 1, 2)}
+    device = results["small_cnn"]["bare"]["device"]
+    text = table(results, loaders, args, device)
+    print(text)
+    out = HERE / f"results-{'cuda' if cuda else 'cpu'}.md"
+    out.write_text(text)
+    print(f"written to {out}")
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median images/s (its other figures with it)."""
+    rates = sorted(r["images_per_second"] for r in runs)
+    middle = statistics.median_low(rates)
+    return next(r for r in runs if r["images_per_second"] == middle)
+
+
+if __name__ == "__main__":
+    main()
