@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import platform
+import random
 import resource
 import statistics
 import subprocess
@@ -227,7 +228,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="epochs per run; the first is not timed")
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3, help="runs per contender; the median counts")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per contender; the median counts")
     args = parser.parse_args()
     if args.one:
         kind, name = args.one
@@ -242,9 +243,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         args.src = str(render(Path(folder)))
         runs = {model: {contender: [] for contender in CONTENDERS} for model in MODELS}
-        for repeat in range(args.repeats):  # interleaved, so a slow moment of the machine hits everyone
+        order = random.Random(0)
+        for repeat in range(args.repeats):  # interleaved in a new order each time: slow moments hit everyone
             for model in MODELS:
-                for contender in CONTENDERS:
+                for contender in order.sample(CONTENDERS, len(CONTENDERS)):
                     runs[model][contender].append(measure(contender, model, args))
                     print(f"run {repeat + 1}: {model} {contender}: {runs[model][contender][-1]}", flush=True)
         results = {model: {c: median_run(rs) for c, rs in by_contender.items()} for model, by_contender in runs.items()}

@@ -6,7 +6,6 @@ the same workers through PyTorch's own launcher, torch.distributed.run. Rank 0 a
 progress bars and writes files; every rank computes the same, exactly reduced metrics.
 """
 
-import contextlib
 import datetime
 import os
 import sys
@@ -129,9 +128,12 @@ def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
-def gradient_sync(model: torch.nn.Module, now: bool):
-    """DDP all-reduces gradients in backward; `now=False` skips it (an inner step of gradient accumulation)."""
-    return model.no_sync() if isinstance(model, DistributedDataParallel) and not now else contextlib.nullcontext()
+def sync_gradients(model: torch.nn.Module, now: bool) -> None:
+    """Before a forward: whether its backward all-reduces gradients. False on the inner batches of gradient
+    accumulation, which then add up locally; this is the flag DDP's own no_sync() sets."""
+    wrapped = getattr(model, "_orig_mod", model)  # under torch.compile
+    if isinstance(wrapped, DistributedDataParallel):
+        wrapped.require_backward_grad_sync = now
 
 
 class ShardSampler(Sampler):

@@ -10,7 +10,7 @@ from tqdm import tqdm
 from .amp import autocast
 {% endif %}
 {% if cookiecutter.use_distributed %}
-from .distributed import all_reduce, gradient_sync, is_main
+from .distributed import all_reduce, is_main, sync_gradients
 {% endif %}
 from .errors import TrainingDiverged
 from .metrics import confusion_matrix
@@ -69,6 +69,9 @@ def train_one_epoch(
         group_start = steps - steps % cfg.accumulate_steps
         group_size = min(cfg.accumulate_steps, len(batches) - group_start)
         update = steps + 1 == group_start + group_size
+{% if cookiecutter.use_distributed %}
+        sync_gradients(model, update)  # the inner batches of a group skip DDP's all-reduce
+{% endif %}
 {% if cookiecutter.use_mixup %}
         images, soft_targets = mix(images, targets) if mix else (images, targets)  # T34
 {% endif %}
@@ -80,14 +83,7 @@ def train_one_epoch(
         logits = model(images)
         loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax (T10)
 {% endif %}
-{% if cookiecutter.use_distributed %}
-        with gradient_sync(model, update):  # the inner batches of a group skip DDP's all-reduce
 {% if cookiecutter.use_amp %}
-            scaler.scale(loss / group_size).backward()
-{% else %}
-            (loss / group_size).backward()
-{% endif %}
-{% elif cookiecutter.use_amp %}
         scaler.scale(loss / group_size).backward()
 {% else %}
         (loss / group_size).backward()
