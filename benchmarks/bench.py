@@ -157,6 +157,48 @@ def run_ignite(model, loader, optimizer, criterion, device, epochs):
 RUNNERS = {"bare": run_bare, "generated": run_generated, "lightning": run_lightning, "ignite": run_ignite}
 
 
+def paired(model_name: str, args) -> dict:
+    """Bare and generated loops alternating epoch by epoch in one process, on two identical model copies: the
+    machine's slow moments hit both alike, so the ratio is far steadier than between separate processes."""
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    sys.path.insert(0, args.src)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randn(args.images, 3, args.image_size, args.image_size, generator=generator)
+    labels = torch.randint(0, 10, (args.images,), generator=generator)
+    loader = DataLoader(TensorDataset(images, labels), batch_size=args.batch_size, shuffle=True, drop_last=True)
+    if model_name == "small_cnn":
+        build = lambda: importlib.import_module(f"{PACKAGE}.models").SmallCNN(10)  # noqa: E731
+    else:
+        import torchvision
+
+        build = lambda: getattr(torchvision.models, model_name)(num_classes=10)  # noqa: E731
+    seconds = {}
+    setups = {}
+    for name in ("bare", "generated"):
+        torch.manual_seed(0)
+        model = build().to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+        setups[name] = (model, optimizer)
+        seconds[name] = 0.0
+    criterion = nn.CrossEntropyLoss()
+    for round_ in range(args.rounds + 1):
+        for name in ("bare", "generated") if round_ % 2 else ("generated", "bare"):
+            model, optimizer = setups[name]
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            RUNNERS[name](model, loader, optimizer, criterion, device, 1)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            if round_:  # round 0 warms both up
+                seconds[name] += time.perf_counter() - start
+    return {"ratio": seconds["bare"] / seconds["generated"], "rounds": args.rounds}
+
+
 def loader_alone(workers: int, args) -> dict:
     """The generated data path (synthetic stripes, augmentation, normalisation) without any training."""
     import torch
@@ -183,14 +225,21 @@ def loader_alone(workers: int, args) -> dict:
 def measure(kind: str, name: str, args) -> dict:
     command = [sys.executable, __file__, "--one", kind, name, "--src", args.src]
     command += ["--images", str(args.images), "--epochs", str(args.epochs)]
-    command += ["--image-size", str(args.image_size), "--batch-size", str(args.batch_size)]
+    command += [
+        "--image-size",
+        str(args.image_size),
+        "--batch-size",
+        str(args.batch_size),
+        "--rounds",
+        str(args.rounds),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     if done.returncode != 0:
         raise SystemExit(f"{kind} {name} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def table(results: dict, loaders: dict, args, device: str) -> str:
+def table(results: dict, loaders: dict, pairs: dict, args, device: str) -> str:
     import torch
 
     lines = [
@@ -211,6 +260,10 @@ def table(results: dict, loaders: dict, args, device: str) -> str:
                 f"| {model} | {contender} | {speed:.0f} | {speed / bare['images_per_second']:.3f} | {start:.2f} | "
                 f"{start / bare['first_step_seconds']:.2f} | {r['peak_memory_mib']:.0f} |"
             )
+    lines += ["", f"| generated vs bare, alternating epoch by epoch in one process ({args.rounds} rounds) | ratio |"]
+    lines += ["|---|---:|"]
+    for model, r in pairs.items():
+        lines.append(f"| {model} | {r['ratio']:.3f} |")
     train_rate = results["small_cnn"]["generated"]["images_per_second"]
     lines += ["", "| data loading alone (synthetic, default transforms) | images/s | vs small_cnn training |"]
     lines += ["|---|---:|---:|"]
@@ -229,10 +282,17 @@ def main() -> None:
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5, help="runs per contender; the median counts")
+    parser.add_argument("--rounds", type=int, default=10, help="epochs of each loop in the paired comparison")
+    parser.add_argument("--paired-only", action="store_true", help="only the paired generated/bare comparison")
     args = parser.parse_args()
     if args.one:
         kind, name = args.one
-        result = loader_alone(int(name), args) if kind == "loader" else one(kind, name, args)
+        if kind == "loader":
+            result = loader_alone(int(name), args)
+        elif kind == "paired":
+            result = paired(name, args)
+        else:
+            result = one(kind, name, args)
         print(json.dumps(result))
         return
 
@@ -242,6 +302,10 @@ def main() -> None:
     args.images = args.images or (32768 if cuda else 2048)
     with tempfile.TemporaryDirectory() as folder:
         args.src = str(render(Path(folder)))
+        if args.paired_only:
+            for model in MODELS:
+                print(f"{model}: generated/bare images per second {measure('paired', model, args)['ratio']:.3f}")
+            return
         runs = {model: {contender: [] for contender in CONTENDERS} for model in MODELS}
         order = random.Random(0)
         for repeat in range(args.repeats):  # interleaved in a new order each time: slow moments hit everyone
@@ -251,8 +315,9 @@ def main() -> None:
                     print(f"run {repeat + 1}: {model} {contender}: {runs[model][contender][-1]}", flush=True)
         results = {model: {c: median_run(rs) for c, rs in by_contender.items()} for model, by_contender in runs.items()}
         loaders = {workers: measure("loader", str(workers), args) for workers in (0, 1, 2)}
+        pairs = {model: measure("paired", model, args) for model in MODELS}
     device = results["small_cnn"]["bare"]["device"]
-    text = table(results, loaders, args, device)
+    text = table(results, loaders, pairs, args, device)
     print(text)
     out = HERE / f"results-{'cuda' if cuda else 'cpu'}.md"
     out.write_text(text)
