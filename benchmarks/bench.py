@@ -30,6 +30,14 @@ HERE = Path(__file__).resolve().parent
 CONTENDERS = ["bare", "generated", "lightning", "ignite"]
 MODELS = ["small_cnn", "resnet18"]
 PACKAGE = "my_project"  # the default render's package
+# glibc's malloc hands large freed blocks back to the OS and faults them in again, by a history-dependent rule:
+# identical resnet18 runs here page-faulted 4,500 to 12,000 times per step, and their speed went with it.
+# Fixing the thresholds (no mmap below 32 MiB, no trimming) takes that noise out for every contender alike.
+MEASURING_ENVIRONMENT = {
+    "PYTHONWARNINGS": "ignore",
+    "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20),
+    "MALLOC_TRIM_THRESHOLD_": str(2**40),
+}
 
 
 def render(out: Path) -> Path:
@@ -157,9 +165,13 @@ def run_ignite(model, loader, optimizer, criterion, device, epochs):
 RUNNERS = {"bare": run_bare, "generated": run_generated, "lightning": run_lightning, "ignite": run_ignite}
 
 
-def paired(model_name: str, args) -> dict:
-    """Bare and generated loops alternating epoch by epoch in one process, on two identical model copies: the
-    machine's slow moments hit both alike, so the ratio is far steadier than between separate processes."""
+def paired(model_name: str, args, control: bool = False) -> dict:
+    """Bare and generated loops taking turns in one process, `--chunk` steps each, on two identical model copies.
+
+    The machine's slow moments hit both alike, so the per-turn ratio is far steadier than a ratio between
+    separate processes. The figure is the median of the per-round ratios, with a bootstrap 95 % interval.
+    `control` puts the bare loop on both sides: its distance from 1 is what the harness itself can resolve.
+    """
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -167,8 +179,9 @@ def paired(model_name: str, args) -> dict:
     sys.path.insert(0, args.src)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     generator = torch.Generator().manual_seed(0)
-    images = torch.randn(args.images, 3, args.image_size, args.image_size, generator=generator)
-    labels = torch.randint(0, 10, (args.images,), generator=generator)
+    count = args.chunk * args.batch_size
+    images = torch.randn(count, 3, args.image_size, args.image_size, generator=generator)
+    labels = torch.randint(0, 10, (count,), generator=generator)
     loader = DataLoader(TensorDataset(images, labels), batch_size=args.batch_size, shuffle=True, drop_last=True)
     if model_name == "small_cnn":
         build = lambda: importlib.import_module(f"{PACKAGE}.models").SmallCNN(10)  # noqa: E731
@@ -176,27 +189,39 @@ def paired(model_name: str, args) -> dict:
         import torchvision
 
         build = lambda: getattr(torchvision.models, model_name)(num_classes=10)  # noqa: E731
-    seconds = {}
-    setups = {}
-    for name in ("bare", "generated"):
+    sides = {"reference": "bare", "candidate": "bare" if control else "generated"}
+    setups, seconds, faults = {}, {side: [] for side in sides}, dict.fromkeys(sides, 0)
+    for side in sides:
         torch.manual_seed(0)
         model = build().to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
-        setups[name] = (model, optimizer)
-        seconds[name] = 0.0
+        setups[side] = (model, optimizer)
     criterion = nn.CrossEntropyLoss()
-    for round_ in range(args.rounds + 1):
-        for name in ("bare", "generated") if round_ % 2 else ("generated", "bare"):
-            model, optimizer = setups[name]
+    for round_ in range(args.rounds + 2):  # the first two rounds warm both up
+        for side in ("reference", "candidate") if round_ % 2 else ("candidate", "reference"):
+            model, optimizer = setups[side]
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            start = time.perf_counter()
-            RUNNERS[name](model, loader, optimizer, criterion, device, 1)
+            faults_before, start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
+            RUNNERS[sides[side]](model, loader, optimizer, criterion, device, 1)
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            if round_:  # round 0 warms both up
-                seconds[name] += time.perf_counter() - start
-    return {"ratio": seconds["bare"] / seconds["generated"], "rounds": args.rounds}
+            if round_ >= 2:
+                seconds[side].append(time.perf_counter() - start)
+                faults[side] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before
+    ratios = [
+        r / c for r, c in zip(seconds["reference"], seconds["candidate"], strict=True)
+    ]  # candidate speed / reference
+    resample = random.Random(0)
+    medians = sorted(statistics.median(resample.choices(ratios, k=len(ratios))) for _ in range(2000))
+    return {
+        "ratio": statistics.median(ratios),
+        "low": medians[50],
+        "high": medians[1949],
+        # Page faults: how a loop's order of freeing and allocating suits the allocator (see engine.py).
+        "faults_per_step": {side: faults[side] / (args.rounds * args.chunk) for side in sides},
+        "rounds": args.rounds,
+    }
 
 
 def loader_alone(workers: int, args) -> dict:
@@ -232,8 +257,10 @@ def measure(kind: str, name: str, args) -> dict:
         str(args.batch_size),
         "--rounds",
         str(args.rounds),
+        "--chunk",
+        str(args.chunk),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **MEASURING_ENVIRONMENT})
     if done.returncode != 0:
         raise SystemExit(f"{kind} {name} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -246,7 +273,8 @@ def table(results: dict, loaders: dict, pairs: dict, args, device: str) -> str:
         f"Machine: {device}; {os.cpu_count()} CPU cores, {os.environ.get('OMP_NUM_THREADS', 'all')} threads; "
         f"torch {torch.__version__}, Python {platform.python_version()}. {args.images} images of "
         f"{args.image_size}x{args.image_size}, batch {args.batch_size}, {args.epochs} epochs (the first one warms "
-        f"up and is not timed), median of {args.repeats} runs.",
+        f"up and is not timed), median of {args.repeats} runs. glibc malloc thresholds fixed for every contender "
+        f"(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_; see bench.py).",
         "",
         "| model | loop | images/s | vs bare loop | time to first step (s) | vs bare loop | peak memory (MiB) |",
         "|---|---|---:|---:|---:|---:|---:|",
@@ -260,10 +288,9 @@ def table(results: dict, loaders: dict, pairs: dict, args, device: str) -> str:
                 f"| {model} | {contender} | {speed:.0f} | {speed / bare['images_per_second']:.3f} | {start:.2f} | "
                 f"{start / bare['first_step_seconds']:.2f} | {r['peak_memory_mib']:.0f} |"
             )
-    lines += ["", f"| generated vs bare, alternating epoch by epoch in one process ({args.rounds} rounds) | ratio |"]
-    lines += ["|---|---:|"]
-    for model, r in pairs.items():
-        lines.append(f"| {model} | {r['ratio']:.3f} |")
+    lines += ["", PAIRED_HEADER.format(args=args), "|---|---|---:|---:|---:|"]
+    for (model, kind), r in pairs.items():
+        lines.append(paired_row(model, kind, r))
     train_rate = results["small_cnn"]["generated"]["images_per_second"]
     lines += ["", "| data loading alone (synthetic, default transforms) | images/s | vs small_cnn training |"]
     lines += ["|---|---:|---:|"]
@@ -282,15 +309,16 @@ def main() -> None:
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5, help="runs per contender; the median counts")
-    parser.add_argument("--rounds", type=int, default=10, help="epochs of each loop in the paired comparison")
-    parser.add_argument("--paired-only", action="store_true", help="only the paired generated/bare comparison")
+    parser.add_argument("--rounds", type=int, default=40, help="turns of each loop in the paired comparison")
+    parser.add_argument("--chunk", type=int, default=8, help="training steps per turn in the paired comparison")
+    parser.add_argument("--paired-only", action="store_true", help="only the paired comparison and its control")
     args = parser.parse_args()
     if args.one:
         kind, name = args.one
         if kind == "loader":
             result = loader_alone(int(name), args)
-        elif kind == "paired":
-            result = paired(name, args)
+        elif kind in ("paired", "control"):
+            result = paired(name, args, control=kind == "control")
         else:
             result = one(kind, name, args)
         print(json.dumps(result))
@@ -303,8 +331,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         args.src = str(render(Path(folder)))
         if args.paired_only:
+            print(PAIRED_HEADER.format(args=args))
             for model in MODELS:
-                print(f"{model}: generated/bare images per second {measure('paired', model, args)['ratio']:.3f}")
+                for kind in PAIRED_KINDS:
+                    print(paired_row(model, kind, measure(kind, model, args)), flush=True)
             return
         runs = {model: {contender: [] for contender in CONTENDERS} for model in MODELS}
         order = random.Random(0)
@@ -315,13 +345,28 @@ def main() -> None:
                     print(f"run {repeat + 1}: {model} {contender}: {runs[model][contender][-1]}", flush=True)
         results = {model: {c: median_run(rs) for c, rs in by_contender.items()} for model, by_contender in runs.items()}
         loaders = {workers: measure("loader", str(workers), args) for workers in (0, 1, 2)}
-        pairs = {model: measure("paired", model, args) for model in MODELS}
+        pairs = {(model, kind): measure(kind, model, args) for model in MODELS for kind in PAIRED_KINDS}
     device = results["small_cnn"]["bare"]["device"]
     text = table(results, loaders, pairs, args, device)
     print(text)
     out = HERE / f"results-{'cuda' if cuda else 'cpu'}.md"
     out.write_text(text)
     print(f"written to {out}")
+
+
+PAIRED_KINDS = {"paired": "generated / bare", "control": "bare / bare (control)"}
+PAIRED_HEADER = (
+    "| model | taking turns in one process ({args.rounds} rounds of {args.chunk} steps each) | images/s ratio, "
+    "median of rounds | 95 % interval | page faults per step, bare / other |"
+)
+
+
+def paired_row(model: str, kind: str, r: dict) -> str:
+    faults = r["faults_per_step"]
+    return (
+        f"| {model} | {PAIRED_KINDS[kind]} | {r['ratio']:.3f} | {r['low']:.3f}-{r['high']:.3f} | "
+        f"{faults['reference']:.0f} / {faults['candidate']:.0f} |"
+    )
 
 
 def median_run(runs: list[dict]) -> dict:

@@ -61,7 +61,6 @@ def train_one_epoch(
     seen = steps = {{ 'updates = ' if cookiecutter.use_grad_clipping else '' }}0
     batches = _batches(loader, cfg.max_steps_per_epoch, "train")
     memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-    optimizer.zero_grad(set_to_none=True)
     for images, targets in batches:
         images = images.to(device, non_blocking=True, memory_format=memory_format)
         targets = targets.to(device, non_blocking=True)
@@ -83,6 +82,10 @@ def train_one_epoch(
         logits = model(images)
         loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax (T10)
 {% endif %}
+        if steps == group_start:
+            # Cleared here, just before the backward that refills them, as in PyTorch's examples: the allocator can
+            # hand the freed memory straight back (cleared after the step, glibc's malloc page-faulted more).
+            optimizer.zero_grad(set_to_none=True)
 {% if cookiecutter.use_amp %}
         scaler.scale(loss / group_size).backward()
 {% else %}
@@ -103,7 +106,6 @@ def train_one_epoch(
 {% else %}
             optimizer.step()
 {% endif %}
-            optimizer.zero_grad(set_to_none=True)
 {% if cookiecutter.use_ema %}
             if ema:
                 ema.update_parameters(model)

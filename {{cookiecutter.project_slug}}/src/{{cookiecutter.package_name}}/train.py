@@ -95,6 +95,21 @@ def _format(row: dict) -> str:
     return "  ".join(parts)
 
 
+{% if cookiecutter.use_ema %}
+def _save_results(out: Path, model: nn.Module, ema, cfg: TrainConfig) -> None:
+{% else %}
+def _save_results(out: Path, model: nn.Module, cfg: TrainConfig) -> None:
+{% endif %}
+    """The final weights{{ ' (and the averaged ones)' if cookiecutter.use_ema else '' }} and the pictures of the run."""
+    torch.save(model.state_dict(), out / "model.pt")
+{% if cookiecutter.use_ema %}
+    if ema:
+        torch.save(ema.module.state_dict(), out / "ema.pt")
+{% endif %}
+    if cfg.plots:
+        plot_run(out)
+
+
 def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_distributed %}
     device = setup(cfg.device, cfg.dist_timeout) or resolve_device(cfg.device)
@@ -241,22 +256,10 @@ def train(cfg: TrainConfig) -> dict:
     weights = out / "model.pt"
 {% if cookiecutter.use_distributed %}
     if is_main():
-        torch.save(model.state_dict(), weights)
-{% if cookiecutter.use_ema %}
-        if ema:
-            torch.save(ema.module.state_dict(), out / "ema.pt")
-{% endif %}
-        if cfg.plots:
-            plot_run(out)
+        _save_results(out, model{{ ', ema' if cookiecutter.use_ema else '' }}, cfg)
     teardown()
 {% else %}
-    torch.save(model.state_dict(), weights)
-{% if cookiecutter.use_ema %}
-    if ema:
-        torch.save(ema.module.state_dict(), out / "ema.pt")
-{% endif %}
-    if cfg.plots:
-        plot_run(out)
+    _save_results(out, model{{ ', ema' if cookiecutter.use_ema else '' }}, cfg)
 {% endif %}
     best = max(rows, key=lambda r: r["val_acc"])
 {% if cookiecutter.use_tensorboard %}
