@@ -341,7 +341,7 @@ def main() -> None:
                 for contender in order.sample(CONTENDERS, len(CONTENDERS)):
                     runs[model][contender].append(measure(contender, model, args))
                     print(f"run {repeat + 1}: {model} {contender}: {runs[model][contender][-1]}", flush=True)
-        results = {model: {c: median_run(rs) for c, rs in by_contender.items()} for model, by_contender in runs.items()}
+        results = {model: {c: medians(rs) for c, rs in by_contender.items()} for model, by_contender in runs.items()}
         loaders = {workers: measure("loader", str(workers), args) for workers in (0, 1, 2)}
         pairs = {model: measure("paired", model, args) for model in MODELS}
     device = results["small_cnn"]["bare"]["device"]
@@ -363,11 +363,9 @@ def paired_rows(model: str, result: dict) -> list[str]:
     return [f"| {model} | {loop} | {r['ratio']:.3f} | {r['low']:.3f}-{r['high']:.3f} |" for loop, r in result.items()]
 
 
-def median_run(runs: list[dict]) -> dict:
-    """The run with the median images/s (its other figures with it)."""
-    rates = sorted(r["images_per_second"] for r in runs)
-    middle = statistics.median_low(rates)
-    return next(r for r in runs if r["images_per_second"] == middle)
+def medians(runs: list[dict]) -> dict:
+    """Each figure's own median over the runs (the fastest run need not be the one that started fastest)."""
+    return {key: statistics.median(r[key] for r in runs) if key != "device" else runs[0][key] for key in runs[0]}
 
 
 if __name__ == "__main__":
