@@ -6,8 +6,9 @@ memory is its own. The bare loop is the physical limit: no metrics, no progress 
 The generated loop is the render's own `train_one_epoch`, with label smoothing and clipping set to 0 so that
 it does the same work. Time to first step counts from the start of the measuring process (importing torch,
 building data and model, importing and setting up the framework) to the end of the first optimizer step.
-A second table times the generated data loader alone (synthetic data, the default path) against the
-training step, for the `--num-workers` advice.
+Because separate processes vary by more than the loops differ, a second table has the loops take turns in
+one process (see `paired`). A third table times the generated data loader alone (synthetic data, the
+default path) against the training step, for the `--num-workers` advice.
 
     bash benchmarks/run.sh              # CPU, or the GPU when there is one; writes benchmarks/results-<device>.md
 """
@@ -29,6 +30,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CONTENDERS = ["bare", "generated", "lightning", "ignite"]
 MODELS = ["small_cnn", "resnet18"]
+PAIRED_LOOPS = ["bare", "generated", "lightning", "ignite", "bare (second copy: the control)"]
+PAIRED_HEADER = (
+    "| model | loop, taking turns in one process ({args.rounds} rounds of {args.chunk} steps) | images/s vs bare "
+    "loop, median of rounds | 95 % interval |\n|---|---|---:|---:|"
+)
 PACKAGE = "my_project"  # the default render's package
 # glibc's malloc hands large freed blocks back to the OS and faults them in again, by a history-dependent rule:
 # identical resnet18 runs here page-faulted 4,500 to 12,000 times per step, and their speed went with it.
@@ -350,13 +356,6 @@ def main() -> None:
     out = HERE / f"results-{'cuda' if cuda else 'cpu'}.md"
     out.write_text(text)
     print(f"written to {out}")
-
-
-PAIRED_LOOPS = ["bare", "generated", "lightning", "ignite", "bare (second copy: the control)"]
-PAIRED_HEADER = (
-    "| model | loop, taking turns in one process ({args.rounds} rounds of {args.chunk} steps) | images/s vs bare "
-    "loop, median of rounds | 95 % interval |\n|---|---|---:|---:|"
-)
 
 
 def paired_rows(model: str, result: dict) -> list[str]:
