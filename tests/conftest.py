@@ -61,3 +61,12 @@ def pytest_terminal_summary(terminalreporter):
     if any(counts.values()):
         parts = [f"{count} {MATRIX_TESTS[name]}" for name, count in counts.items()]
         terminalreporter.write_line("combination matrix: " + "; ".join(parts))
+    outcomes = [
+        outcome
+        for outcome in ("passed", "failed")
+        for r in terminalreporter.stats.get(outcome, [])
+        if r.when == "call" and "::test_each_breakage_is_caught_by_the_tests_that_guard_it[" in r.nodeid
+    ]
+    if outcomes:
+        caught = outcomes.count("passed")
+        terminalreporter.write_line(f"mutation check: {caught} of {len(outcomes)} breakages caught by the tests")

@@ -51,7 +51,9 @@ LEFTOVER_JINJA = ("{{", "}}", "{%", "%}", "cookiecutter.")
 
 
 def assert_valid_files(project: Path) -> None:
-    """No leftover Jinja in any file; every Python file compiles; every TOML and YAML file parses."""
+    """No leftover Jinja in any file; every Python file compiles and its imports of the package resolve;
+    every TOML and YAML file parses."""
+    trees = {}
     for path in project.rglob("*"):
         if path.is_file():
             text = path.read_text()
@@ -60,11 +62,55 @@ def assert_valid_files(project: Path) -> None:
             text = text.replace(".cookiecutter.json", "")  # the answers file's name is not a leftover
             assert not [token for token in LEFTOVER_JINJA if token in text], path
             if path.suffix == ".py":
-                compile(text, str(path), "exec")
+                trees[path] = ast.parse(text, str(path))
+                compile(trees[path], str(path), "exec")
             elif path.suffix == ".toml":
                 tomllib.loads(text)
             elif path.suffix in (".yaml", ".yml"):
                 yaml.safe_load(text)
+    assert_imports_resolve(project, trees)
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {target.id for target in targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+def assert_imports_resolve(project: Path, trees: dict[Path, ast.Module]) -> None:
+    """Independently of the hook's table: every import of the package (relative in src/, absolute in tests/)
+    names a module the render has and a name that module defines, and every module is imported somewhere.
+    A table that deleted a needed file, or kept a file of a feature that is off, fails here."""
+    package = package_of(project)
+    modules = {path.stem: tree for path, tree in trees.items() if path.parent == project / "src" / package}
+    imported = set()
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level == 1:
+                module = node.module or ""
+            elif node.level == 0 and node.module and node.module.split(".")[0] == package:
+                module = node.module.partition(".")[2]
+            else:
+                continue
+            for alias in node.names:
+                if module:
+                    assert module in modules, f"{path.relative_to(project)}: no module {package}.{module}"
+                    assert alias.name in _top_level_names(modules[module]), f"{path}: {module} lacks {alias.name}"
+                    imported.add(module)
+                else:
+                    assert alias.name in modules, f"{path.relative_to(project)}: no module {package}.{alias.name}"
+                    imported.add(alias.name)
+    orphans = set(modules) - imported - {"__init__", "__main__"}
+    assert not orphans, f"modules nothing imports (left over?): {sorted(orphans)}"
 
 
 def assert_ruff_clean(*projects: Path) -> None:

@@ -1,7 +1,10 @@
+import dataclasses
+
 import pytest
 import torch
 from PIL import Image
 
+from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.config import TrainConfig
 
 
@@ -38,3 +41,55 @@ def image_folder(tmp_path):
 @pytest.fixture(autouse=True)
 def _single_thread():
     torch.set_num_threads(1)
+
+
+class RecordedLoader:
+    """A training loader that keeps every batch it hands out; anything else is the loader's own."""
+
+    def __init__(self, loader, batches: list):
+        self.loader, self.batches = loader, batches
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        for batch in self.loader:
+            self.batches.append(batch)
+            yield batch
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+@dataclasses.dataclass
+class TrainingWatch:
+    """What a training run really did: the batches its loader gave, and the input and logits of every
+    training forward of its model. Tests compare these with what each trick must make of them."""
+
+    batches: list = dataclasses.field(default_factory=list)
+    inputs: list = dataclasses.field(default_factory=list)
+    logits: list = dataclasses.field(default_factory=list)
+
+
+@pytest.fixture
+def watch(monkeypatch) -> TrainingWatch:
+    record = TrainingWatch()
+    build_model, build_data = train_module.build_model, train_module.build_data
+
+    def keep(module, args, logits):
+        if module.training:  # not the model summary's pass nor validation
+            record.inputs.append(args[0].detach().clone())
+            record.logits.append(logits.detach().clone())
+
+    def watched_model(*args):
+        model = build_model(*args)
+        model.register_forward_hook(keep)
+        return model
+
+    def watched_data(*args, **kwargs):
+        data = build_data(*args, **kwargs)
+        return dataclasses.replace(data, train=RecordedLoader(data.train, record.batches))
+
+    monkeypatch.setattr(train_module, "build_model", watched_model)
+    monkeypatch.setattr(train_module, "build_data", watched_data)
+    return record

@@ -3,7 +3,6 @@ from dataclasses import replace
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.amp import autocast, make_scaler, resolve_precision
 from {{ cookiecutter.package_name }}.train import train
 
@@ -35,22 +34,9 @@ def test_fp16_stays_fp16_on_a_gpu():
     assert resolve_precision("fp16", torch.device("cuda")) == "fp16"
 
 
-def test_bf16_training_runs_the_forward_in_bf16_and_keeps_fp32_weights(tiny_config, monkeypatch):
-    training_logits_dtypes = set()
-    build = train_module.build_model
-
-    def record(module, inputs, logits):
-        if module.training:  # not the model summary's fp32 pass
-            training_logits_dtypes.add(logits.dtype)
-
-    def watched_model(*args):
-        model = build(*args)
-        model.register_forward_hook(record)
-        return model
-
-    monkeypatch.setattr(train_module, "build_model", watched_model)
+def test_bf16_training_runs_the_forward_in_bf16_and_keeps_fp32_weights(tiny_config, watch):
     result = train(replace(tiny_config, precision="bf16"))
-    assert training_logits_dtypes == {torch.bfloat16}
+    assert {logits.dtype for logits in watch.logits} == {torch.bfloat16}
     assert all(p.dtype == torch.float32 for p in result["model"].parameters())  # the optimizer's copy stays fp32
     rows = result["metrics"]
     assert torch.isfinite(torch.tensor([rows[0]["train_loss"], rows[0]["val_loss"]])).all()

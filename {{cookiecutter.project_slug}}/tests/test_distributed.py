@@ -2,12 +2,17 @@ import csv
 
 import pytest
 import torch
+import torch.distributed as dist
+from torch import nn
 
 from {{ cookiecutter.package_name }} import distributed
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.engine import train_one_epoch
 from {{ cookiecutter.package_name }}.errors import UserError
+
+CPU = torch.device("cpu")
 
 
 @pytest.mark.parametrize(("world", "size"), [(2, 10), (3, 10), (4, 3)])
@@ -49,3 +54,51 @@ def test_two_cpu_workers_through_the_launcher(tiny_config, tmp_path, capfd):
     with open(run / "metrics.csv") as file:
         assert [row["epoch"] for row in csv.DictReader(file)] == ["1", "2"]
     assert not any(key.startswith("module.") for key in torch.load(run / "model.pt", weights_only=True))
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)  # no BatchNorm: halves of a batch on two ranks must add up to the whole batch
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(16, 5))
+
+
+def _batches() -> list:
+    generator = torch.Generator().manual_seed(1)
+    images = torch.randn(2, 8, 3, 8, 8, generator=generator)
+    return list(zip(images, torch.randint(0, 5, (2, 8), generator=generator), strict=True))
+
+
+def _config() -> TrainConfig:
+    return TrainConfig(device="cpu", max_steps_per_epoch=None{{ ', clip_grad_norm=0.0' if cookiecutter.use_grad_clipping else '' }}{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
+
+
+def _epoch(model, batches) -> None:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+{% if cookiecutter.use_amp %}
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, CPU, _config(), scaler)
+{% else %}
+    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, CPU, _config())
+{% endif %}
+
+
+def _rank_trains_on_its_half(rank: int, store: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        model = _model()
+        _epoch(distributed.wrap(model, CPU), [(images[rank::2], targets[rank::2]) for images, targets in _batches()])
+        torch.save(model.state_dict(), f"{out}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_ranks_on_half_batches_take_the_steps_of_one_process_on_whole_batches(tmp_path):
+    torch.multiprocessing.spawn(_rank_trains_on_its_half, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=2)
+    reference = _model()
+    initial = {key: value.clone() for key, value in reference.state_dict().items()}
+    _epoch(reference, _batches())
+    ranks = [torch.load(tmp_path / f"rank{rank}.pt", weights_only=True) for rank in (0, 1)]
+    for key, value in reference.state_dict().items():
+        assert not torch.equal(value, initial[key]), key  # the steps did move the weights
+        assert torch.equal(ranks[0][key], ranks[1][key]), key  # gradients were averaged across the ranks
+        torch.testing.assert_close(ranks[0][key], value, rtol=1e-5, atol=1e-6, msg=key)

@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.ema import build_ema
 from {{ cookiecutter.package_name }}.errors import UserError
@@ -36,6 +37,27 @@ def test_the_average_is_evaluated_every_epoch_and_saved(tiny_config, tmp_path):
     assert averaged.keys() == trained.keys()
     assert any(not torch.equal(averaged[key], trained[key]) for key in averaged)
     assert main(["evaluate", "--weights", str(run / "ema.pt"), "--device", "cpu"]) == 0  # a plain state_dict
+
+
+def test_the_saved_average_is_the_decay_folded_over_the_weights_of_every_step(tiny_config, tmp_path, monkeypatch):
+    steps = []  # the model's weights and BatchNorm statistics after each optimizer step, as training made them
+    build = train_module.build_optimizer
+
+    def recording(model, cfg):
+        optimizer = build(model, cfg)
+        snapshot = lambda *args: steps.append({k: v.clone() for k, v in model.state_dict().items()})  # noqa: E731
+        optimizer.register_step_post_hook(snapshot)
+        return optimizer
+
+    monkeypatch.setattr(train_module, "build_optimizer", recording)
+    train(replace(tiny_config, epochs=2, ema_decay=0.5))
+    assert len(steps) == 4
+    expected = {key: value for key, value in steps[0].items() if value.is_floating_point()}  # copied at first
+    for weights in steps[1:]:
+        expected = {key: 0.5 * expected[key] + 0.5 * weights[key] for key in expected}
+    averaged = torch.load(tmp_path / "run" / "ema.pt", weights_only=True)
+    for key, value in expected.items():
+        torch.testing.assert_close(averaged[key], value, rtol=1e-5, atol=1e-6, msg=key)
 
 
 def test_decay_zero_turns_it_off(tiny_config, tmp_path):

@@ -1,8 +1,9 @@
 from dataclasses import replace
 
+import pytest
 import torch
 
-from {{ cookiecutter.package_name }} import train as train_module
+from {{ cookiecutter.package_name }}.train import train
 
 
 def reference_loss(logits: torch.Tensor, targets: torch.Tensor, eps: float) -> torch.Tensor:
@@ -14,17 +15,16 @@ def reference_loss(logits: torch.Tensor, targets: torch.Tensor, eps: float) -> t
     return -(target_term + uniform_term).mean()
 
 
-def test_the_training_loss_equals_the_closed_form(tiny_config, monkeypatch):
-    used = []
-    original = train_module.train_one_epoch
-
-    def spy(model, loader, criterion, *args, **kwargs):
-        used.append(criterion)
-        return original(model, loader, criterion, *args, **kwargs)
-
-    monkeypatch.setattr(train_module, "train_one_epoch", spy)
-    train_module.train(replace(tiny_config, label_smoothing=0.2))
-    logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.2, 3.0], [-0.5, 1.5, 0.0]])
-    targets = torch.tensor([0, 2, 1])
-    assert torch.allclose(used[0](logits, targets), reference_loss(logits, targets, 0.2))
-    assert not torch.allclose(used[0](logits, targets), reference_loss(logits, targets, 0.0))
+def test_the_logged_training_loss_is_the_closed_form_on_the_batch_trained_on(tiny_config, watch):
+    # One step: the logged loss is that of the first batch, computed by the loop before the step.
+    cfg = replace(tiny_config, label_smoothing=0.2, max_steps_per_epoch=1)
+{% if cookiecutter.use_mixup %}
+    cfg = replace(cfg, mixup_alpha=0.0, cutmix_alpha=0.0)  # hard labels: the closed form below
+{% endif %}
+{% if cookiecutter.use_amp %}
+    cfg = replace(cfg, precision="fp32")
+{% endif %}
+    logged = train(cfg)["metrics"][0]["train_loss"]
+    (_, targets), logits = watch.batches[0], watch.logits[0]
+    assert logged == pytest.approx(reference_loss(logits, targets, 0.2).item(), rel=1e-5)
+    assert logged != pytest.approx(reference_loss(logits, targets, 0.0).item(), rel=1e-3)  # smoothing shows

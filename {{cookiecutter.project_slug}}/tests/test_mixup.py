@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torchvision.transforms import v2
 
+from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import build_data
 from {{ cookiecutter.package_name }}.mixup import build_mix
@@ -62,6 +63,22 @@ def test_label_smoothing_is_applied_exactly_once_on_mixed_targets():
 
 
 {% endif %}
+def test_the_model_trains_on_the_mixed_batches_against_their_soft_labels(tiny_config, watch, monkeypatch):
+    lam = 0.7
+    monkeypatch.setattr(train_module, "build_mix", lambda cfg, num_classes: fixed_mixup(lam, num_classes))
+    cfg = replace(tiny_config, mixup_alpha=0.2, max_steps_per_epoch=2{{ ', label_smoothing=0.0' if cookiecutter.use_label_smoothing else '' }}{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
+    rows = train(cfg)["metrics"]
+    assert len(watch.inputs) == len(watch.batches) == 2
+    for (images, _), received in zip(watch.batches, watch.inputs, strict=True):
+        torch.testing.assert_close(received, lam * images + (1 - lam) * images.roll(1, 0))
+    # the loss the loop logs is taken against the mixed soft labels
+    losses = []
+    for (_, targets), logits in zip(watch.batches, watch.logits, strict=True):
+        soft = lam * nn.functional.one_hot(targets, 10) + (1 - lam) * nn.functional.one_hot(targets.roll(1, 0), 10)
+        losses.append(nn.functional.cross_entropy(logits, soft.float()).item() * len(targets))
+    assert rows[0]["train_loss"] == pytest.approx(sum(losses) / sum(len(t) for _, t in watch.batches), rel=1e-5)
+
+
 def test_mixup_training_validates_on_hard_labels(tiny_config):
     cfg = replace(tiny_config, mixup_alpha=0.4, cutmix_alpha=1.0, batch_size=7{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
     result = train(cfg)

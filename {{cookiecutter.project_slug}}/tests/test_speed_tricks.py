@@ -103,7 +103,11 @@ def test_patience_stops_when_validation_accuracy_stalls(tiny_config, capsys, mon
 
 @pytest.mark.slow
 def test_compile_trains_like_eager_and_saves_plain_weights(exact_setup, tmp_path):
+    from torch._dynamo.utils import counters
+
+    counters.clear()
     compiled = train(replace(exact_setup, compile=True))
+    assert counters["stats"]["unique_graphs"] >= 1  # dynamo really traced the model: the flag was not ignored
     eager = train(replace(exact_setup, output_dir=str(tmp_path / "eager")))
     saved = torch.load(tmp_path / "run" / "model.pt", weights_only=True)
     assert not any(key.startswith("_orig_mod.") for key in saved)

@@ -1,0 +1,156 @@
+"""Tests that bite: each named, single-line breakage of the all-on render must turn the generated tests that
+guard it red. A test that stays green with its feature broken proves nothing; this keeps every guard honest.
+
+Each breakage replaces one line fragment (which must occur exactly once, so a changed template fails here
+loudly instead of silently testing nothing) and runs only the guarding tests, in a fresh copy of the render.
+"""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import TRICKS, answers_for, baked_project, run_in
+
+pytestmark = pytest.mark.slow
+
+# name: (file in the package, the fragment, its broken replacement, the generated tests that must fail)
+MUTATIONS = {
+    "resume finds no checkpoint": (
+        "checkpoint.py",
+        "    return latest\n",
+        "    return None\n",
+        "tests/test_checkpoint.py::test_resumed_run_equals_an_uninterrupted_one_bitwise",
+    ),
+    "resume loads nothing": (
+        "checkpoint.py",
+        "obj.load_state_dict(state[name])",
+        "pass",
+        "tests/test_checkpoint.py::test_resumed_run_equals_an_uninterrupted_one_bitwise",
+    ),
+    "resume keeps the fresh random streams": (
+        "checkpoint.py",
+        'restore_rng(state["rng"][index], loader_generator)',
+        "pass",
+        "tests/test_checkpoint.py::test_resumed_run_equals_an_uninterrupted_one_bitwise",
+    ),
+    "clipping before unscaling under AMP": (
+        "engine.py",
+        "scaler.unscale_(optimizer)",
+        "pass",
+        "tests/test_grad_clipping.py",
+    ),
+    "clipping measures but does not clip": (
+        "engine.py",
+        "nn.utils.clip_grad_norm_(parameters, cfg.clip_grad_norm, norm_type)",
+        "nn.utils.get_total_norm([p.grad for p in parameters if p.grad is not None], norm_type)",
+        "tests/test_grad_clipping.py",
+    ),
+    "EMA never updated": ("engine.py", "ema.update_parameters(model)", "pass", "tests/test_ema.py"),
+    "mixup never applied": (
+        "engine.py",
+        "mix(images, targets) if mix else (images, targets)",
+        "(images, targets)",
+        "tests/test_mixup.py",
+    ),
+    "label smoothing dropped": (
+        "train.py",
+        "nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)",
+        "nn.CrossEntropyLoss()",
+        "tests/test_label_smoothing.py",
+    ),
+    "--compile ignored": (
+        "train.py",
+        "torch.compile(trained) if cfg.compile else trained",
+        "trained",
+        "tests/test_speed_tricks.py::test_compile_trains_like_eager_and_saves_plain_weights",
+    ),
+    "frozen parameters keep training": (
+        "freezing.py",
+        "parameter.requires_grad_(False)",
+        "pass",
+        "tests/test_freezing.py",
+    ),
+    "frozen BatchNorm statistics keep updating": (
+        "freezing.py",
+        "module.train = types.MethodType(_stay_in_eval, module)",
+        "pass",
+        "tests/test_freezing.py",
+    ),
+    "layer-wise LR multiplier ignored": ('"lr": lr * mult,', '"lr": lr,', "tests/test_layerwise_lr.py"),
+    "LR warm-up dropped": ("return (epoch + 1) / (warmup_epochs + 1)", "return 1.0", "tests/test_layerwise_lr.py"),
+    "weight decay on biases and norms": (
+        "decay = weight_decay if parameter.ndim > 1 else 0.0",
+        "decay = weight_decay",
+        "tests/test_layerwise_lr.py",
+    ),
+    "SyncBatchNorm never converted": (
+        "sync_bn.py",
+        "return nn.SyncBatchNorm.convert_sync_batchnorm(model)",
+        "return model",
+        "tests/test_sync_bn.py",
+    ),
+    "GPU ids not exported": (
+        "runtime.py",
+        'os.environ["CUDA_VISIBLE_DEVICES"] = ids',
+        "pass",
+        "tests/test_cli.py::test_gpu_ids_are_exported_before_cuda_starts_in_a_fresh_process",
+    ),
+    "autocast switched off": (
+        "amp.py",
+        "return torch.autocast(device.type, dtype=DTYPES[precision])",
+        "return contextlib.nullcontext()",
+        "tests/test_amp.py",
+    ),
+    "DDP gradients never all-reduced": (
+        "distributed.py",
+        "wrapped.require_backward_grad_sync = now",
+        "wrapped.require_backward_grad_sync = False",
+        "tests/test_distributed.py::test_two_ranks_on_half_batches_take_the_steps_of_one_process_on_whole_batches",
+    ),
+    "early stopping never stops": (
+        "train.py",
+        'if cfg.patience and epoch - best["epoch"] >= cfg.patience:',
+        "if False:",
+        "tests/test_speed_tricks.py::test_patience_stops_when_validation_accuracy_stalls",
+    ),
+    "gradient accumulation steps every batch": (
+        "engine.py",
+        "update = steps + 1 == group_start + group_size",
+        "update = True",
+        "tests/test_speed_tricks.py",
+    ),
+    "channels-last ignored": (
+        "train.py",
+        "memory_format=torch.channels_last if cfg.channels_last else torch.preserve_format",
+        "memory_format=torch.preserve_format",
+        "tests/test_speed_tricks.py::test_channels_last_trains_in_that_layout_to_the_same_result",
+    ),
+    "NaN/Inf guard removed": (
+        "engine.py",
+        "first_bad_step = torch.where(",
+        "_ = torch.where(",
+        "tests/test_checkpoint.py::test_a_diverging_run_keeps_the_last_good_checkpoint",
+    ),
+}
+# The optimizer lines live in optim.py; a 3-tuple names no file.
+MUTATIONS = {name: spec if len(spec) == 4 else ("optim.py", *spec) for name, spec in MUTATIONS.items()}
+
+
+@pytest.fixture(scope="module")
+def all_on(cookies_session) -> Path:
+    return baked_project(cookies_session, **answers_for(TRICKS))
+
+
+@pytest.mark.parametrize("name", MUTATIONS)
+def test_each_breakage_is_caught_by_the_tests_that_guard_it(name, all_on, tmp_path):
+    file, fragment, broken, guards = MUTATIONS[name]
+    project = tmp_path / "project"
+    shutil.copytree(all_on, project, ignore=shutil.ignore_patterns("__pycache__"))
+    source = next((project / "src").glob(f"*/{file}"))
+    text = source.read_text()
+    assert text.count(fragment) == 1, f"{name}: {fragment!r} must occur once in {file}; update MUTATIONS"
+    source.write_text(text.replace(fragment, broken))
+    done = run_in(project, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *guards.split(), check=False)
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
+    # exit 1: tests ran and failed. 2-5 (collection error, no tests, ...) would be a broken test, not a catch.
+    assert done.returncode == 1, f"{name} was not caught by {guards}: {summary}"
