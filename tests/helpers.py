@@ -47,6 +47,12 @@ def run_in(project: Path, *args: str, timeout: float = 300, check: bool = True) 
     return done
 
 
+def epochs_trained(output: str) -> list[int]:
+    """The epochs a run printed a result line for ("epoch 3  train_loss ..."): a resumed run must print
+    exactly those after its checkpoint's epoch, which tells a resume from a restart that reproduces it."""
+    return [int(line.split()[1]) for line in output.splitlines() if line.startswith("epoch ") and line[6:7].isdigit()]
+
+
 LEFTOVER_JINJA = ("{{", "}}", "{%", "%}", "cookiecutter.")
 
 
@@ -170,6 +176,10 @@ MODEL_PARTS = {
 }
 
 
+CLIP = 0.01  # below every smoke run's gradient norm: each step is visibly clipped to it
+SMOOTHING = 0.1
+
+
 def smoke_flags(tricks, model: str) -> list[str]:
     """Train flags that switch every chosen trick on for real."""
     frozen, head = MODEL_PARTS[model]
@@ -180,8 +190,8 @@ def smoke_flags(tricks, model: str) -> list[str]:
         "use_freezing": ["--freeze", frozen],
         "use_layerwise_lr": ["--lr-mult", f"{head}=10"],
         "use_mixup": ["--mixup-alpha", "0.4", "--cutmix-alpha", "1.0"],
-        "use_label_smoothing": ["--label-smoothing", "0.1"],
-        "use_grad_clipping": ["--clip-grad-norm", "0.5"],
+        "use_label_smoothing": ["--label-smoothing", str(SMOOTHING)],
+        "use_grad_clipping": ["--clip-grad-norm", str(CLIP)],
         "use_checkpointing": [],
         "use_tensorboard": [],  # on by default when the prompt put it in
         "use_ema": ["--ema-decay", "0.9"],

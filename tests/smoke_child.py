@@ -23,7 +23,58 @@ def join_one_process_group() -> None:
     os.environ.update(env)
 
 
-def run(src: str, package: str, commands: list[list[str]], report: str, frozen: str | None, ddp: bool) -> None:
+def _watch(package: str, checks: dict, seen: dict):
+    """Hooks that show each chosen trick at work inside the real run: the loss the loop computes, the inputs
+    the model receives, the gradients each optimizer step gets. Installed before the run builds anything."""
+    import torch
+    from torch import nn
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    train_module = importlib.import_module(f"{package}.train")
+    mixed, received = [], []
+    seen |= {"losses": 0, "smoothed_losses": 0, "soft_targets": 0, "logits_dtypes": [], "step_norms": []}
+
+    def loss_hook(module, args, output):
+        if isinstance(module, nn.CrossEntropyLoss) and module.reduction == "mean":  # the training loss
+            logits, targets = args
+            seen["losses"] += 1
+            seen["soft_targets"] += targets.is_floating_point()
+            seen["logits_dtypes"].append(str(logits.dtype).removeprefix("torch."))
+            expected = nn.functional.cross_entropy(logits.float(), targets, label_smoothing=checks["smoothing"])
+            seen["smoothed_losses"] += bool(torch.isclose(output.float(), expected, rtol=1e-4))
+
+    def step_hook(optimizer, args, kwargs):
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        seen["step_norms"].append(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])).item())
+
+    nn.modules.module.register_module_forward_hook(loss_hook)
+    register_optimizer_step_pre_hook(step_hook)
+    build_model = train_module.build_model
+
+    def watched_model(*args):
+        model = build_model(*args)
+        model.register_forward_pre_hook(lambda module, args: received.append(args[0]) if module.training else None)
+        return model
+
+    train_module.build_model = watched_model
+    if checks["mixup"]:
+        build_mix = train_module.build_mix
+
+        def watched_mix(*args):
+            mix = build_mix(*args)
+
+            def mix_and_keep(images, targets):
+                images, soft = mix(images, targets)
+                mixed.append(images)
+                return images, soft
+
+            return mix_and_keep
+
+        train_module.build_mix = watched_mix
+    return lambda: len(mixed) == len(received) > 0 and all(map(torch.equal, mixed, received))
+
+
+def run(src: str, package: str, commands: list[list[str]], report: str, checks: dict, ddp: bool) -> None:
     log = os.open(Path(report).with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -34,22 +85,32 @@ def run(src: str, package: str, commands: list[list[str]], report: str, frozen: 
 
     cli = importlib.import_module(f"{package}.cli")
     seen = {"exit_codes": [], "checkpoint_epochs": []}
+    model_trained_on_mixed_inputs = _watch(package, checks, seen)
     for argv in commands:
         seen["exit_codes"].append(cli.main(argv))
         run_dir = Path(argv[argv.index("--output-dir") + 1])
         if (run_dir / "last.pt").exists():
             seen["checkpoint_epochs"].append(torch.load(run_dir / "last.pt", weights_only=True)["epoch"])
-    if frozen and all(code == 0 for code in seen["exit_codes"]):
-        # The initial weights of the run, rebuilt from its seed, against the trained ones.
+    seen["mixed_inputs"] = model_trained_on_mixed_inputs()
+    if (checks["frozen"] or checks["ema"]) and all(code == 0 for code in seen["exit_codes"]):
+        # The initial weights of the run, rebuilt from its seed, against the trained and the averaged ones.
         models = importlib.import_module(f"{package}.models")
         config = importlib.import_module(f"{package}.config")
         runtime = importlib.import_module(f"{package}.runtime")
         cfg = config.TrainConfig(**config.load_config_file(run_dir / "config.yaml"))
         runtime.seed_everything(cfg.seed, cfg.deterministic)
         initial = models.build_model(cfg.model, 10, cfg.pretrained, cfg.init).state_dict()
-        trained = torch.load(run_dir / "model.pt", weights_only=True)
-        names = [n for n in initial if n.startswith(frozen + ".") and n.endswith(("weight", "running_mean"))]
-        seen["frozen_unchanged"] = bool(names) and all(torch.equal(initial[n], trained[n]) for n in names)
+        trained = torch.load(run_dir / "model.pt", weights_only=True, map_location="cpu")
+        if checks["frozen"]:
+            frozen = checks["frozen"] + "."
+            names = [n for n in initial if n.startswith(frozen) and n.endswith(("weight", "running_mean"))]
+            seen["frozen_unchanged"] = bool(names) and all(torch.equal(initial[n], trained[n]) for n in names)
+        if checks["ema"]:
+            averaged = torch.load(run_dir / "ema.pt", weights_only=True, map_location="cpu")
+            moved = [n for n in trained if trained[n].is_floating_point() and not torch.equal(initial[n], trained[n])]
+            # updated (not the initial weights) and averaged (not the last ones), wherever training moved them
+            seen["ema_updated"] = bool(moved) and all(not torch.equal(averaged[n], initial[n]) for n in moved)
+            seen["ema_averaged"] = bool(moved) and any(not torch.equal(averaged[n], trained[n]) for n in moved)
     sys.stdout.flush()
     Path(report).write_text(json.dumps(seen))
 

@@ -1,5 +1,6 @@
 """Crash safety: a training run killed with SIGKILL at any moment, checkpoint writes included, leaves a
-checkpoint that `--resume auto` loads, and the resumed run finishes."""
+checkpoint that `--resume auto` loads, and the resumed run continues after that checkpoint's epoch and
+finishes. The timed kills fire after the first checkpoint exists, so each one exercises a real resume."""
 
 import random
 import signal
@@ -9,11 +10,11 @@ from pathlib import Path
 import pytest
 import smoke_child
 import torch
-from helpers import package_of
+from helpers import epochs_trained, package_of
 
 pytestmark = pytest.mark.slow
-EPOCHS = 3
-TIMED_KILLS = 16  # SIGKILL after a random delay
+EPOCHS = 4  # about 1.4 s each here: the timed kills land in epochs 2 to 4
+TIMED_KILLS = 16  # SIGKILL at a random moment after the first last.pt appeared
 SAVE_KILLS = 4  # SIGKILL halfway through the n-th torch.save: last.pt after each epoch, then model.pt
 
 
@@ -28,9 +29,20 @@ def start(forkserver, project: Path, argv: list[str], log: Path, die_in_save=Non
 
 def kill_points() -> list[tuple[str, float | int]]:
     rng = random.Random(6)
-    return [("after", round(rng.uniform(0.05, 1.0), 2)) for _ in range(TIMED_KILLS)] + [
+    return [("after", round(rng.uniform(0.0, 3.0), 2)) for _ in range(TIMED_KILLS)] + [
         ("in save", n) for n in range(1, SAVE_KILLS + 1)
     ]
+
+
+def saved_epoch(run: Path) -> int:
+    """The newest epoch a loadable checkpoint holds, as `--resume auto` picks it (0: none)."""
+    epochs = [0]
+    for path in run.glob("*.pt"):
+        try:
+            epochs.append(torch.load(path, weights_only=True).get("epoch", 0))
+        except Exception:  # a half-written file: --resume auto skips it too
+            continue
+    return max(epochs)
 
 
 @pytest.mark.parametrize(("how", "when"), kill_points())
@@ -40,17 +52,25 @@ def test_killed_run_resumes_and_finishes(default_project, forkserver, tmp_path, 
     argv += ["--device", "cpu", "--output-dir", str(run)]
     if how == "after":
         child = start(forkserver, default_project, argv, tmp_path / "killed.log")
+        deadline = time.monotonic() + 120
+        while not (run / "last.pt").exists() and child.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
         time.sleep(when)
         child.kill()
     else:
         child = start(forkserver, default_project, argv, tmp_path / "killed.log", die_in_save=when)
     child.join(120)
     assert child.exitcode == -signal.SIGKILL, (tmp_path / "killed.log").read_text()[-2000:]  # killed mid-run
+    saved = saved_epoch(run)
+    assert saved >= 1 or how == "in save"  # a timed kill always leaves a checkpoint to resume from
 
     resumed = start(forkserver, default_project, [*argv, "--resume", "auto"], tmp_path / "resumed.log")
     resumed.join(120)
     log = (tmp_path / "resumed.log").read_text()
     assert resumed.exitcode == 0, log[-3000:]
+    # It continued after the checkpoint's epoch: no epoch trained again, none skipped.
+    assert (f"after epoch {saved}" in log) if saved else ("starting from scratch" in log), log[-3000:]
+    assert epochs_trained(log) == list(range(saved + 1, EPOCHS + 1)), log[-3000:]
     assert torch.load(run / "last.pt", weights_only=True)["epoch"] == EPOCHS
     assert torch.load(run / "model.pt", weights_only=True)
     assert len((run / "metrics.csv").read_text().splitlines()) == EPOCHS + 1

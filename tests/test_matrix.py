@@ -13,13 +13,16 @@ import smoke_child
 import yaml
 from helpers import (
     CHOICES,
+    CLIP,
     CONFIG_KEYS,
     MODEL_PARTS,
+    SMOOTHING,
     TRACES,
     TRICKS,
     assert_ruff_clean,
     assert_valid_files,
     bake,
+    epochs_trained,
     feature_files,
     last_output_dir,
     package_of,
@@ -29,6 +32,7 @@ from matrix import ACCEPTED, GPU_IDS, PROJECT_NAMES, REJECTED, REJECTION_MESSAGE
 
 pytestmark = pytest.mark.slow
 SMOKE_TIMEOUT = 240  # seconds per combination: a hang fails that case, not the run
+DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def cuda_available() -> bool:
@@ -62,11 +66,16 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
     commands = [train]
     if answers["use_checkpointing"]:
         commands.append([*train, "--resume", "auto", "--epochs", "2"])
-    frozen = MODEL_PARTS[answers["model"]][0] if answers["use_freezing"] else None
+    checks = {
+        "frozen": MODEL_PARTS[answers["model"]][0] if answers["use_freezing"] else None,
+        "ema": answers["use_ema"],
+        "mixup": answers["use_mixup"],
+        "smoothing": SMOOTHING if answers["use_label_smoothing"] else 0.0,
+    }
     report = out / "report.json"
     child = forkserver.Process(
         target=smoke_child.run,
-        args=(str(project / "src"), package_of(project), commands, str(report), frozen, answers["use_distributed"]),
+        args=(str(project / "src"), package_of(project), commands, str(report), checks, answers["use_distributed"]),
     )
     child.start()
     child.join(SMOKE_TIMEOUT)
@@ -84,22 +93,36 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
     saved = yaml.safe_load((run / "config.yaml").read_text())
     for trick, keys in CONFIG_KEYS.items():
         assert all((key in saved) == (trick in tricks) for key in keys), trick
+    # Each chosen trick visibly at work in the run (the hooks are in smoke_child._watch); each one off, absent.
+    assert seen["losses"] >= 2 and seen["smoothed_losses"] == seen["losses"], "label smoothing (or its absence)"
+    assert seen["soft_targets"] == (seen["losses"] if answers["use_mixup"] else 0), "mixup's soft labels"
+    precision = ("bf16" if device == "cpu" else answers["amp_precision"]) if answers["use_amp"] else "fp32"
+    assert set(seen["logits_dtypes"]) == {DTYPE_NAMES[precision]}, "autocast"
+    if answers["use_amp"]:
+        assert saved["precision"] == precision  # fp16 falls back to bf16 on CPUs
     if answers["use_checkpointing"]:
-        assert seen["checkpoint_epochs"] == [1, 2] and "resumed from" in log
+        # resumed where it should: epoch 1 trained once, then epoch 2 after the checkpoint
+        assert seen["checkpoint_epochs"] == [1, 2] and "resumed from" in log and epochs_trained(log) == [1, 2], log
     if answers["use_distributed"]:
-        assert "distributed: world size 1, backend gloo" in log
+        assert f"distributed: world size 1, backend {'gloo' if device == 'cpu' else 'nccl'}" in log
+    if answers["use_sync_bn"]:
+        assert "SyncBatchNorm needs several CUDA processes: keeping BatchNorm" in log  # one process: the decision
     if answers["use_freezing"]:
         assert seen["frozen_unchanged"] and "frozen parameters:" in log
     if answers["use_layerwise_lr"]:
         head = MODEL_PARTS[answers["model"]][1]
         assert float(rows[0][f"lr[{head}]"]) == pytest.approx(10 * float(rows[0]["lr"]))
+    if answers["use_mixup"]:
+        assert seen["mixed_inputs"], "the model did not train on the mixed batches"
     if answers["use_grad_clipping"]:
-        assert float(rows[0]["grad_norm"]) > 0
+        assert seen["step_norms"] == pytest.approx([CLIP] * len(seen["step_norms"]), rel=1e-3)
+        assert len(seen["step_norms"]) >= 2 and float(rows[0]["grad_norm"]) > CLIP
     if answers["use_ema"]:
-        assert float(rows[0]["ema_val_acc"]) >= 0 and (run / "ema.pt").is_file()
-    if answers["use_amp"]:
-        expected = "bf16" if device == "cpu" else answers["amp_precision"]  # fp16 falls back on CPUs
-        assert saved["precision"] == expected
+        assert seen["ema_updated"] and seen["ema_averaged"] and (run / "ema.pt").is_file()
+        assert 0 <= float(rows[0]["ema_val_acc"]) <= 1
+    if answers["use_tensorboard"]:
+        events = (run / "tensorboard").glob("events.out.tfevents.*")
+        assert sum(b"loss/train" in path.read_bytes() for path in events) == len(commands)  # scalars of each run
 
 
 @pytest.mark.parametrize("chunk", range(len(RENDER_CHUNKS)), ids=lambda i: f"{i + 1:02d}-of-{len(RENDER_CHUNKS)}")
