@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import answers_for, baked_project, package_of
+from helpers import answers_for, baked_project, epochs_trained, package_of
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +31,14 @@ train.build_model = lambda name, classes, *rest: nn.Sequential(
     nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)
 )
 out = sys.argv[1]
+building = train.build_model
+
+def keep_initial(*args):
+    model = building(*args)
+    torch.save(model.state_dict(), f"{{out}}/initial{{os.environ['RANK']}}.pt")
+    return model
+
+train.build_model = keep_initial
 result = train.train(TrainConfig(device="cpu", epochs=2, max_steps_per_epoch=2, batch_size=16, num_workers=0,
                                  output_dir=out))
 torch.save(result["model"].state_dict(), f"{{out}}/rank{{os.environ['RANK']}}.pt")
@@ -97,9 +105,11 @@ def equivalence_runs(project, tmp_path_factory) -> dict[int, Path]:
     return runs
 
 
-def test_parameters_are_identical_across_ranks(equivalence_runs):
+def test_parameters_are_identical_across_ranks_and_moved(equivalence_runs):
     rank0, rank1 = (torch.load(equivalence_runs[2] / f"rank{r}.pt", weights_only=True) for r in (0, 1))
     assert all(torch.equal(rank0[key], rank1[key]) for key in rank0)
+    initial = torch.load(equivalence_runs[2] / "initial0.pt", weights_only=True)
+    assert all(not torch.equal(rank0[key], initial[key]) for key in rank0)  # equal because trained alike
 
 
 def test_two_processes_match_one_process_with_the_whole_batch(equivalence_runs):
@@ -145,7 +155,7 @@ def test_a_two_process_job_writes_one_set_of_files_and_resumes(project, tmp_path
     assert len(state["rng"]) == 2 and not any(key.startswith("module.") for key in state["model"])
 
     second = torchrun(project, 2, *args, "--resume", "auto", "--epochs", "2")
-    assert "resumed from" in second.stdout
+    assert f"resumed from {run / 'last.pt'} after epoch 1" in second.stdout and epochs_trained(second.stdout) == [2]
     assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 2
     with open(run / "metrics.csv") as file:
         assert [row["epoch"] for row in csv.DictReader(file)] == ["1", "2"]
@@ -209,6 +219,7 @@ def test_sigterm_stops_a_two_process_job_at_an_epoch_boundary_and_resume_is_exac
         timeout=300,
     )
     assert done.returncode == 0 and f"after epoch {epoch}" in done.stdout, done.stderr[-3000:]
+    assert epochs_trained(done.stdout) == list(range(epoch + 1, 5))  # resumed, not restarted
     one, two = (torch.load(run / "model.pt", weights_only=True) for run in (straight, stopped))
     assert all(torch.equal(one[key], two[key]) for key in one)
     columns = [
