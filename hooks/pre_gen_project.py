@@ -1,5 +1,8 @@
 """Refuse bad answers before anything is written: one `ERROR:` line, exit status 1.
 
+A project_slug that is no plain folder name is refused earlier, where the folder name is rendered
+(local_extensions.folder_name): cookiecutter creates that folder before this hook runs.
+
 Standard library only: hooks run with cookiecutter's own interpreter. The answers arrive as JSON data,
 never pasted into code, so any text is safe here.
 """
@@ -10,6 +13,8 @@ import re
 import sys
 
 CTX = json.loads(r"""{{ cookiecutter | tojson }}""")
+# The template's own options (local_extensions): a replay file or --extra-context can set any value.
+CHOICES = json.loads(r"""{{ template_choices | tojson }}""")
 
 # Names a generated package must not take: importing it would shadow the real module.
 DEPENDENCIES = {"torch", "torchvision", "torchinfo", "tqdm", "yaml", "numpy", "PIL", "pytest", "setuptools"}
@@ -21,6 +26,9 @@ GPU_IDS = re.compile(r"\d+(,\d+)*")
 
 def problems(ctx: dict):
     """Yield one sentence per bad answer: what is wrong and how to fix it."""
+    for key, options in CHOICES.items():
+        if ctx.get(key) not in options:
+            yield f"{key} {str(ctx.get(key))[:60]!r} is not one of the choices: {', '.join(options)}; pick one of them"
     if not ctx["project_name"].strip():
         yield "project_name is empty; give the project a name, e.g. 'Flower Classifier'"
     slug = ctx["project_slug"]

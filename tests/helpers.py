@@ -17,7 +17,7 @@ except ImportError:  # Python 3.10
     import tomli as tomllib  # noqa: F401 (re-exported for the tests)
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATE = ROOT / "{{cookiecutter.project_slug}}"
+TEMPLATE = ROOT / "{{cookiecutter.project_slug|folder_name}}"
 CONTEXT = json.loads((ROOT / "cookiecutter.json").read_text())
 SYSTEM_TEMP = Path(tempfile.gettempdir())  # read before conftest redirects this process's temp dir
 CHOICES = {key: value for key, value in CONTEXT.items() if isinstance(value, list) and not key.startswith("_")}
@@ -163,7 +163,7 @@ CONFIG_KEYS = {
     "use_mixup": ["mixup_alpha", "cutmix_alpha", "cutmix_prob"],
     "use_label_smoothing": ["label_smoothing"],
     "use_grad_clipping": ["clip_grad_norm", "clip_grad_norm_type"],
-    "use_checkpointing": ["resume"],
+    "use_checkpointing": [],  # --resume is a flag of one command: config.yaml never keeps it
     "use_tensorboard": ["tensorboard"],
     "use_ema": ["ema_decay"],
 }

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cookiecutter.main import cookiecutter
-from helpers import ROOT, answers_for, baked_project, package_of
+from helpers import ROOT, TEMPLATE, answers_for, baked_project, package_of
 
 GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t"}
 GIT |= {"GIT_COMMITTER_EMAIL": "t@example.com"}
@@ -30,7 +30,7 @@ def git(*args: str, cwd: Path) -> None:
 
 def test_workflow_is_copied_verbatim_and_runs_lint_and_tests(default_project):
     text = (default_project / ".github" / "workflows" / "tests.yml").read_text()
-    assert text == (ROOT / "{{cookiecutter.project_slug}}" / ".github" / "workflows" / "tests.yml").read_text()
+    assert text == (TEMPLATE / ".github" / "workflows" / "tests.yml").read_text()
     assert "${{ matrix.python-version }}" in text
     steps = yaml.safe_load(text)["jobs"]["tests"]["steps"]
     runs = [step.get("run", "") for step in steps]

@@ -2,11 +2,24 @@
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
+from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
-from helpers import CHOICES, CONTEXT, ROOT, SYSTEM_TEMP, bake, baked_project, last_output_dir, package_of, tomllib
+from helpers import (
+    CHOICES,
+    CONTEXT,
+    ROOT,
+    SYSTEM_TEMP,
+    TEMPLATE,
+    bake,
+    baked_project,
+    last_output_dir,
+    package_of,
+    tomllib,
+)
 
 
 @pytest.mark.parametrize(
@@ -83,3 +96,43 @@ def test_answers_typed_at_the_prompt_are_taken_literally_even_jinja(tmp_path):
     for path in project.rglob("*.py"):
         compile(path.read_text(), str(path), "exec")
     assert (project / "README.md").read_text().startswith(f"# {text}\n")
+
+
+def replay_file(tmp_path: Path, **answers) -> Path:
+    context = {key: value for key, value in CONTEXT.items() if key != "__prompts__"}
+    context |= {key: options[0] for key, options in CHOICES.items()} | answers
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps({"cookiecutter": context}))
+    return replay
+
+
+INJECTED = "small_cnn\", \"x\"); open(__import__('os').environ['MARKER'], 'w').close(); (\""
+
+
+@pytest.mark.parametrize("key", sorted(CHOICES))
+def test_a_replayed_choice_outside_the_list_is_refused_and_nothing_is_written(tmp_path, capfd, monkeypatch, key):
+    """A replay file (or --extra-context) can carry any value; only cookiecutter.json's options may render."""
+    monkeypatch.setenv("MARKER", str(tmp_path / "ran"))
+    replay = replay_file(tmp_path, project_slug="replayed", package_name="replayed", **{key: INJECTED})
+    with pytest.raises(FailedHookException):
+        cookiecutter(str(ROOT), replay=str(replay), output_dir=str(tmp_path / "out"))
+    errors = [line for line in capfd.readouterr().err.splitlines() if line.startswith("ERROR: ") and "hook" not in line]
+    assert len(errors) == 1 and f"ERROR: {key} " in errors[0] and "is not one of the choices" in errors[0], errors
+    assert not (tmp_path / "out" / "replayed").exists() and not (tmp_path / "ran").exists()
+
+
+def test_choice_values_are_rendered_escaped_in_python(tmp_path):
+    """Defence in depth: the answers that land in code go through the `escaped` filter."""
+    for path in TEMPLATE.rglob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"\{\{\s*cookiecutter\.(model|amp_precision|gpu_ids)\s*\}\}", text), path
+
+
+def test_a_replayed_slug_that_leaves_the_output_folder_creates_nothing(tmp_path, capfd):
+    """cookiecutter creates the project folder before the pre-generation hook: the folder name's filter refuses."""
+    out = tmp_path / "nest" / "out"
+    replay = replay_file(tmp_path, project_slug="../outside/deep/evil", package_name="evil")
+    with pytest.raises(FailedHookException):
+        cookiecutter(str(ROOT), replay=str(replay), output_dir=str(out))
+    assert "ERROR: project_slug '../outside/deep/evil'" in capfd.readouterr().err
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "nest").rglob("*")) in ([], [Path("nest/out")])

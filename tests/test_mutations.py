@@ -125,6 +125,24 @@ MUTATIONS = {
         "memory_format=torch.preserve_format",
         "tests/test_speed_tricks.py::test_channels_last_trains_in_that_layout_to_the_same_result",
     ),
+    "a finished run taken over": (
+        "train.py",
+        "        check_continuation(out, found, cfg)",
+        "        pass",
+        "tests/test_checkpoint.py::test_a_finished_run_is_only_continued_from_its_own_newest_checkpoint_with_more_epochs",
+    ),
+    "writes follow planted links": (
+        "files.py",
+        "        os.replace(temporary, path)",
+        "        path.write_bytes(Path(temporary).read_bytes())",
+        "tests/test_errors.py::test_writes_replace_planted_symlinks_instead_of_following_them",
+    ),
+    "rendezvous store on every interface": (
+        "distributed.py",
+        "with _stores_on_loopback():",
+        "with contextlib.nullcontext():",
+        "tests/test_distributed.py::test_a_one_machine_job_listens_on_loopback_only",
+    ),
     "NaN/Inf guard removed": (
         "engine.py",
         "first_bad_step = torch.where(",

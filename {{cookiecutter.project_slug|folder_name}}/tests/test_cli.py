@@ -21,13 +21,16 @@ def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsy
     assert main(args) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].endswith(f"weights: {run / 'model.pt'}")
 
+    training_reports = {name: (run / name).read_bytes() for name in ("per_class.csv", "confusion_matrix.csv")}
     assert main(["evaluate", "--weights", str(run / "model.pt"), "--device", "cpu"]) == 0
     assert capsys.readouterr().out.startswith("accuracy ")
-    with open(run / "per_class.csv") as file:
+    evaluation = run / "eval-model-images"  # its own folder: the training run's reports stay as they were
+    assert {name: (run / name).read_bytes() for name in training_reports} == training_reports
+    with open(evaluation / "per_class.csv") as file:
         rows = list(csv.DictReader(file))
     assert [r["class"] for r in rows] == ["cats", "dogs", "micro avg", "macro avg", "weighted avg"]
     assert sum(int(r["support"]) for r in rows[:2]) == 6
-    assert (run / "confusion_matrix.csv").read_text().startswith("true \\ predicted,cats,dogs")
+    assert (evaluation / "confusion_matrix.csv").read_text().startswith("true \\ predicted,cats,dogs")
 
     photo = tmp_path / "photo.png"
     Image.new("RGB", (64, 48), (200, 40, 40)).save(photo)

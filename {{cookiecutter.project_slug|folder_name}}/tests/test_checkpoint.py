@@ -1,5 +1,6 @@
 import csv
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -99,7 +100,7 @@ def test_resume_names_what_a_checkpoint_of_another_set_of_tricks_lacks(tiny_conf
     del state["scheduler"]
     torch.save(state, tmp_path / "other.pt")
     with pytest.raises(UserError, match="differs in: scheduler"):
-        train_module.train(replace(tiny_config, resume=str(tmp_path / "other.pt"), epochs=2))
+        train_module.train(replace(tiny_config, resume=str(tmp_path / "other.pt"), output_dir=str(tmp_path / "new")))
 
 
 def test_resume_auto_without_checkpoints_starts_fresh(tiny_config, capsys):
@@ -140,6 +141,61 @@ def test_resume_with_more_epochs_follows_the_new_schedule(tiny_config, tmp_path)
     rows = train_module.train(replace(tiny_config, lr=0.1, epochs=3, resume="auto"))["metrics"]
     expected = [0.1, 0.1 * 0.75, 0.1 * 0.25]  # epoch 1 ran with epochs=1; then (1 + cos(pi * e / 3)) / 2
     assert [row["lr"] for row in rows] == pytest.approx(expected)
+
+
+def snapshot(run: Path) -> dict:
+    return {path: path.read_bytes() for path in sorted(run.rglob("*")) if path.is_file()}
+
+
+def refused(args: list[str], capsys, code: int, message: str) -> None:
+    assert main(args) == code
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
+
+
+SMOKE = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--device", "cpu", "--no-plots"]
+
+
+def test_a_finished_run_is_only_continued_from_its_own_newest_checkpoint_with_more_epochs(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main([*SMOKE, "--output-dir", str(a)]) == 0 and main([*SMOKE, "--output-dir", str(b), "--seed", "1"]) == 0
+    shutil.copyfile(b / "last.pt", b / "epoch1.pt")
+    assert main([*SMOKE, "--output-dir", str(b), "--resume", "auto", "--epochs", "2", "--seed", "1"]) == 0
+    runs = {run: snapshot(run) for run in (a, b)}
+    # another run's checkpoint into a finished run
+    refused([*SMOKE, "--output-dir", str(b), "--resume", str(a / "last.pt"), "--epochs", "3"], capsys, 5, "another run")
+    # an earlier epoch of the run itself would replace its final weights with a branch
+    refused([*SMOKE, "--resume", str(b / "epoch1.pt"), "--epochs", "3"], capsys, 5, "went on to epoch 2")
+    # nothing left to train
+    refused([*SMOKE, "--output-dir", str(a), "--resume", "auto"], capsys, 5, "pass more --epochs")
+    # a mistyped checkpoint name: its folder (the default output dir) stays untouched
+    refused([*SMOKE, "--resume", str(a / "lats.pt"), "--epochs", "2"], capsys, 4, "does not exist")
+    # the checkpoints are gone: --resume auto must not quietly start the finished run again
+    for name in ("last.pt", "best.pt"):
+        (a / name).unlink()
+    runs[a] = snapshot(a)
+    refused([*SMOKE, "--output-dir", str(a), "--resume", "auto", "--epochs", "2"], capsys, 5, "holds a finished run")
+    assert {run: snapshot(run) for run in (a, b)} == runs
+
+
+def test_a_refused_resume_writes_nothing(tiny_config, tmp_path, capsys):
+    train_module.train(tiny_config)
+    run = tmp_path / "run"
+    before = snapshot(run)
+    other = ["--model", "resnet18"] if tiny_config.model != "resnet18" else ["--model", "small_cnn"]
+    refused([*SMOKE, *other, "--output-dir", str(run), "--resume", "auto", "--epochs", "2"], capsys, 4, "different run")
+    assert snapshot(run) == before
+    assert main(["evaluate", "--weights", str(run / "model.pt"), "--device", "cpu"]) == 0  # config.yaml still fits
+
+
+def test_an_unfinished_run_is_not_restarted_over_its_checkpoints(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*SMOKE, "--output-dir", str(run)]) == 0
+    (run / "model.pt").unlink()  # as if stopped after epoch 1
+    before = snapshot(run)
+    refused([*SMOKE, "--output-dir", str(run), "--epochs", "2"], capsys, 5, "holds an unfinished run")
+    assert snapshot(run) == before
+    assert main([*SMOKE, "--output-dir", str(run), "--epochs", "2", "--resume", "auto"]) == 0
 
 
 def start_training(run: Path, *extra: str) -> subprocess.Popen:

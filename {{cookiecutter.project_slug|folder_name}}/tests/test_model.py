@@ -19,7 +19,7 @@ def test_small_cnn_maps_images_to_logits():
     assert SmallCNN(7)(torch.zeros(2, 3, 32, 32)).shape == (2, 7)
 
 
-@pytest.mark.parametrize("name", ["{{ cookiecutter.model }}", "resnet18", "mobilenet_v3_small"])
+@pytest.mark.parametrize("name", ["{{ cookiecutter.model | escaped }}", "resnet18", "mobilenet_v3_small"])
 def test_any_model_gets_the_requested_number_of_classes(name):
     model = build_model(name, num_classes=5).eval()
     assert model(torch.zeros(1, 3, 32, 32)).shape == (1, 5)

@@ -2,6 +2,7 @@
 
 import dataclasses
 import difflib
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from .config import TrainConfig, load_config_file
 from .data import build_data, build_transform
 from .engine import evaluate
 from .errors import DataError, ModelError
+from .files import replacing
 from .metrics import write_reports
 from .models import build_model, load_weights
 from .plots import plot_run
@@ -30,6 +32,12 @@ def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConf
     return cfg, classes, model.to(device).eval()
 
 
+def default_evaluation_dir(weights: str, data: str) -> Path:
+    """eval-<weights>-<data>/ beside the weights: the training run's own reports stay as training left them."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(data).name or data)
+    return Path(weights).parent / f"eval-{Path(weights).stem}-{name}"
+
+
 def evaluate_run(weights: str, device: torch.device, output_dir: str | None = None, **overrides) -> dict:
     cfg, classes, model = load_run(weights, device, **overrides)
     data = build_data(cfg, device, train=False)
@@ -40,7 +48,7 @@ def evaluate_run(weights: str, device: torch.device, output_dir: str | None = No
 {% else %}
     stats = evaluate(model, data.val, device, len(classes))
 {% endif %}
-    out = Path(output_dir or Path(weights).parent)
+    out = Path(output_dir or default_evaluation_dir(weights, cfg.data))
     out.mkdir(parents=True, exist_ok=True)
     write_reports(out, stats["confusion"], classes)
     plot_run(out)
@@ -81,7 +89,8 @@ def extract_features(weights: str, layer: str, device: torch.device, output: str
         features.append(extractor(images.to(device))["features"].cpu())
         labels.append(targets)
     out = Path(output or Path(weights).parent / f"features_{layer}.npy").with_suffix(".npy")
-    np.save(out, torch.cat(features).numpy())
-    np.save(out.with_name(out.stem + "_labels.npy"), torch.cat(labels).numpy())
+    for path, array in ((out, torch.cat(features)), (out.with_name(out.stem + "_labels.npy"), torch.cat(labels))):
+        with replacing(path) as file:
+            np.save(file, array.numpy())
     print(f"{out}: {tuple(torch.cat(features).shape)} features of {layer!r}; labels in {out.stem}_labels.npy")
     return out

@@ -5,11 +5,8 @@ weights_only=True)` reads it and no code is ever unpickled. Files are written to
 renamed, so a crash mid-write leaves the previous checkpoint intact.
 """
 
-import dataclasses
-import os
 import pickle
 import random
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -17,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import files
+from .config import saved_fields
 {% if cookiecutter.use_distributed %}
 from .distributed import barrier, gather, is_main, rank
 {% endif %}
-from .errors import ModelError
+from .errors import ModelError, OutputError
 
 
 def rng_state(loader_generator: torch.Generator) -> dict:
@@ -48,15 +47,6 @@ def restore_rng(state: dict, loader_generator: torch.Generator) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def atomic_save(obj, path: Path) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as file:
-        torch.save(obj, file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-
-
 {% if cookiecutter.use_distributed %}
 def save_checkpoints(out: Path, stateful: dict, loader_generator, metrics: list[dict], cfg) -> None:
     """Rank 0 writes last.pt (every rank's random state included) and copies it to best.pt on a new best.
@@ -76,11 +66,10 @@ def save_checkpoints(out: Path, stateful: dict, loader_generator, metrics: list[
     rng = [rng_state(loader_generator)]
 {% endif %}
     state = {name: obj.state_dict() for name, obj in stateful.items()}
-    state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng, "config": dataclasses.asdict(cfg)}
-    atomic_save(state, out / "last.pt")
+    state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng, "config": saved_fields(cfg)}
+    files.save(state, out / "last.pt")
     if metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):
-        shutil.copyfile(out / "last.pt", out / "best.pt.tmp")
-        os.replace(out / "best.pt.tmp", out / "best.pt")
+        files.copy(out / "last.pt", out / "best.pt")
 
 
 def load_checkpoint(path: Path) -> dict:
@@ -92,29 +81,62 @@ def load_checkpoint(path: Path) -> dict:
         raise ModelError(f"checkpoint {path} cannot be read ({str(exc).splitlines()[0]})") from None
 
 
-def find_checkpoint(resume: str | None, out: Path) -> Path | None:
-    """`--resume PATH` as given; `--resume auto`: the loadable checkpoint of the latest epoch in the output dir."""
+def find_checkpoint(resume: str | None, out: Path, quiet: bool = False) -> tuple[Path, dict] | None:
+    """`--resume PATH` as given; `--resume auto`: the loadable checkpoint of the latest epoch in the output dir.
+    Returns the path and its loaded contents."""
     if resume != "auto":
-        return Path(resume) if resume else None
-    latest, latest_epoch = None, 0
+        return (Path(resume), load_checkpoint(Path(resume))) if resume else None
+    latest = None
     for path in sorted(out.glob("*.pt")):  # best.pt before last.pt: last wins a tie
         try:
-            epoch = load_checkpoint(path).get("epoch")
+            state = load_checkpoint(path)
         except ModelError as exc:
             print(f"skipping {exc}")
             continue
-        if epoch is not None and epoch >= latest_epoch:  # plain weights files have no epoch
-            latest, latest_epoch = path, epoch
-    if latest is None:
+        epoch = state.get("epoch")  # plain weights files have none
+        if epoch is not None and (latest is None or epoch >= latest[1]["epoch"]):
+            latest = path, state
+    if latest is None and not quiet:
         print(f"no checkpoint in {out}: starting from scratch")
     return latest
 
 
-def resume(path: Path | None, stateful: dict, loader_generator, cfg) -> list[dict]:
+def check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
+    """Before anything is written (--overwrite skips this): a run folder is only ever continued from its own newest
+    checkpoint, and a finished run only with more --epochs; another run's checkpoint never takes over a folder."""
+    finished = (out / "model.pt").exists()
+    if found is None:
+        if finished:
+            raise OutputError(
+                f"{out} holds a finished run; pass --resume auto with more --epochs to continue it, "
+                "--overwrite to replace it, or another --output-dir"
+            )
+        if any(path.is_file() for path in out.glob("*.pt")):
+            raise OutputError(
+                f"{out} holds an unfinished run; pass --resume auto to continue it, "
+                "--overwrite to replace it, or another --output-dir"
+            )
+        return
+    path, state = found
+    if path.resolve().parent != out.resolve():
+        if finished or any(path.is_file() for path in out.glob("*.pt")):
+            raise OutputError(f"{out} holds another run; continue {path} into an empty --output-dir or its own folder")
+        return
+    newest = find_checkpoint("auto", out, quiet=True) if cfg.resume != "auto" else found
+    if newest and state["epoch"] < newest[1]["epoch"]:
+        raise OutputError(
+            f"{path} is epoch {state['epoch']} but {out} went on to epoch {newest[1]['epoch']}; "
+            f"continue from {newest[0]}, or pass --overwrite to branch off here"
+        )
+    if finished and state["epoch"] >= cfg.epochs:
+        raise OutputError(f"{out} holds a finished run of {state['epoch']} epochs; pass more --epochs to continue it")
+
+
+def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cfg) -> list[dict]:
     """Restore every stateful object and RNG stream; return the metrics rows of the epochs already done."""
-    if path is None:
+    if found is None:
         return []
-    state = load_checkpoint(path)
+    path, state = found
     saved = state.get("config", {})
     mismatched = [key for key in ("model", "data", "batch_size") if saved.get(key) != getattr(cfg, key)]
     missing = [name for name in stateful if name not in state]

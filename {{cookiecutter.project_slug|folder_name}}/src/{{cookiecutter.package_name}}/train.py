@@ -14,7 +14,7 @@ from torchinfo import summary
 from .amp import make_scaler, resolve_precision
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
-from .checkpoint import GracefulStop, find_checkpoint, resume, save_checkpoints
+from .checkpoint import GracefulStop, check_continuation, find_checkpoint, resume, save_checkpoints
 {% endif %}
 from .config import TrainConfig, save_config
 from .data import build_data, default_image_size, resolve_normalisation
@@ -26,6 +26,7 @@ from .ema import build_ema
 {% endif %}
 from .engine import evaluate, train_one_epoch
 from .errors import OutputError, TrainingDiverged, UserError
+from .files import save, write_text
 {% if cookiecutter.use_freezing %}
 from .freezing import freeze
 {% endif %}
@@ -73,19 +74,20 @@ def _default_output_dir(cfg: TrainConfig) -> str:
     return time.strftime("runs/%Y%m%d-%H%M%S")
 
 
-def _start_run_dir(out: Path, cfg: TrainConfig, classes: list[str]) -> None:
-{% if cookiecutter.use_checkpointing %}
-    if (out / "model.pt").exists() and not (cfg.resume or cfg.overwrite):
-        raise OutputError(f"{out} holds a finished run; pass --resume auto, --overwrite or another --output-dir")
-{% else %}
+{% if not cookiecutter.use_checkpointing %}
+def _refuse_to_replace(out: Path, cfg: TrainConfig) -> None:
     if (out / "model.pt").exists() and not cfg.overwrite:
         raise OutputError(f"{out} holds a finished run; pass --overwrite or another --output-dir")
+
+
 {% endif %}
+def _start_run_dir(out: Path, cfg: TrainConfig, classes: list[str]) -> None:
+    """The run's own files, written once the run is sure to start: a refused run leaves the folder as it was."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         save_config(cfg, out / "config.yaml")
-        (out / "classes.txt").write_text("\n".join(classes) + "\n")
-        (out / "answers.json").write_bytes(ANSWERS.read_bytes())
+        write_text(out / "classes.txt", "\n".join(classes) + "\n")
+        write_text(out / "answers.json", ANSWERS.read_text(encoding="utf-8"))
     except OSError as exc:
         raise OutputError(f"cannot write to output dir {out} ({exc.strerror}); pick another --output-dir") from None
 
@@ -101,10 +103,10 @@ def _save_results(out: Path, model: nn.Module, ema, cfg: TrainConfig) -> None:
 def _save_results(out: Path, model: nn.Module, cfg: TrainConfig) -> None:
 {% endif %}
     """The final weights{{ ' (and the averaged ones)' if cookiecutter.use_ema else '' }} and the pictures of the run."""
-    torch.save(model.state_dict(), out / "model.pt")
+    save(model.state_dict(), out / "model.pt")
 {% if cookiecutter.use_ema %}
     if ema:
-        torch.save(ema.module.state_dict(), out / "ema.pt")
+        save(ema.module.state_dict(), out / "ema.pt")
 {% endif %}
     if cfg.plots:
         plot_run(out)
@@ -123,6 +125,14 @@ def train(cfg: TrainConfig) -> dict:
     cfg = resolve(cfg)
 {% endif %}
     torch.autograd.set_detect_anomaly(cfg.detect_anomaly)  # T25
+    out = Path(cfg.output_dir)
+{% if cookiecutter.use_checkpointing %}
+    found = find_checkpoint(cfg.resume, out)  # checked before anything is written: a refused run changes nothing
+    if not cfg.overwrite:
+        check_continuation(out, found, cfg)
+{% else %}
+    _refuse_to_replace(out, cfg)
+{% endif %}
 {% if cookiecutter.use_amp %}
     cfg = dataclasses.replace(cfg, precision=resolve_precision(cfg.precision, device))
 {% endif %}
@@ -163,24 +173,22 @@ def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_mixup %}
     mix = build_mix(cfg, len(data.classes))
 {% endif %}
-
-    out = Path(cfg.output_dir)
-{% if cookiecutter.use_distributed %}
-    if is_main():
-        _start_run_dir(out, cfg, data.classes)
-    barrier()
-{% else %}
-    _start_run_dir(out, cfg, data.classes)
-{% endif %}
 {% if cookiecutter.use_checkpointing %}
     stateful = {"model": model, "optimizer": optimizer, "scheduler": scheduler{{ ', "scaler": scaler' if cookiecutter.use_amp else '' }}}
 {% if cookiecutter.use_ema %}
     if ema:
         stateful["ema"] = ema
 {% endif %}
-    rows = resume(find_checkpoint(cfg.resume, out), stateful, data.train.generator, cfg)
+    rows = resume(found, stateful, data.train.generator, cfg)
 {% else %}
     rows = []
+{% endif %}
+{% if cookiecutter.use_distributed %}
+    if is_main():
+        _start_run_dir(out, cfg, data.classes)
+    barrier()
+{% else %}
+    _start_run_dir(out, cfg, data.classes)
 {% endif %}
 {% if cookiecutter.use_distributed %}
     loader = ProfiledLoader(data.train, out / "profile") if cfg.profile and is_main() else data.train

@@ -6,6 +6,7 @@ config (every "auto" value filled in) is written into the output dir as `config.
 
 import argparse
 import dataclasses
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from .errors import UserError
+from .files import write_text
 
 GPU_IDS_HELP = "comma-separated GPU ids exported as CUDA_VISIBLE_DEVICES; empty means CPU only"
 
@@ -26,7 +28,7 @@ def option(default, help, **argparse_kwargs):
 class TrainConfig:
     data: str = option("synthetic", "synthetic, cifar10, mnist, fashion_mnist, or a folder with train/ and val/")
     data_root: str = option("data", "where cifar10/mnist/fashion_mnist are downloaded")
-    model: str = option("{{ cookiecutter.model }}", "small_cnn or any torchvision classification model")
+    model: str = option("{{ cookiecutter.model | escaped }}", "small_cnn or any torchvision classification model")
     pretrained: bool = option(False, "start from torchvision's ImageNet weights")
     init: str = option(
         "default",
@@ -56,7 +58,7 @@ class TrainConfig:
     seed: int = option(0, "seed for python, numpy, torch and the data order")
     deterministic: bool = option(False, "deterministic algorithms (slower) instead of cudnn.benchmark")
     device: str = option("auto", "where to train", choices=["auto", "cpu", "cuda"])
-    gpus: str = option("{{ cookiecutter.gpu_ids }}", GPU_IDS_HELP)
+    gpus: str = option("{{ cookiecutter.gpu_ids | escaped }}", GPU_IDS_HELP)
     num_workers: int | None = option(None, "data-loading processes (auto: 0 for synthetic data, else up to 8)")
     output_dir: str | None = option(None, "where results go (auto: runs/<date-time>)")
     overwrite: bool = option(False, "replace a finished run in --output-dir")
@@ -68,7 +70,7 @@ class TrainConfig:
     profile: bool = option(False, "record 5 training steps with torch.profiler into <output dir>/profile")
     detect_anomaly: bool = option(False, "autograd anomaly detection: name the operation behind a NaN gradient (slow)")
 {% if cookiecutter.use_amp %}
-    precision: str = option("{{ cookiecutter.amp_precision }}", "autocast precision (fp32 turns it off)", choices=["fp32", "bf16", "fp16"])
+    precision: str = option("{{ cookiecutter.amp_precision | escaped }}", "autocast precision (fp32 turns it off)", choices=["fp32", "bf16", "fp16"])
 {% endif %}
 {% if cookiecutter.use_distributed %}
     nproc: int | None = option(None, "processes to start on this machine (default: one per --gpus id on GPUs)")
@@ -165,6 +167,8 @@ def parse_lr_mults(items: list[str] | None) -> dict[str, float]:
 
 {% endif %}
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+# Flags about one command, not about the run: a saved config.yaml never replays them.
+PER_INVOCATION = {"overwrite"{{ ', "resume"' if cookiecutter.use_checkpointing else '' }}}
 TYPES = typing.get_type_hints(TrainConfig)
 
 
@@ -224,7 +228,11 @@ def load_config_file(path: str) -> dict:
     unknown = sorted(set(values) - set(FIELDS))
     if unknown:
         raise UserError(f"config file {path} has unknown keys {unknown}; known keys: {', '.join(FIELDS)}")
-    return {name: _coerce(name, value) for name, value in values.items()}
+    ignored = sorted(key for key in PER_INVOCATION & set(values) if values[key])
+    if ignored:
+        notice = f"config file {path}: ignoring {', '.join(ignored)} (they apply to one command: pass them as flags)"
+        print(notice, file=sys.stderr)
+    return {name: _coerce(name, value) for name, value in values.items() if name not in PER_INVOCATION}
 
 
 def make_config(cli_values: dict, config_file: str | None = None) -> TrainConfig:
@@ -233,5 +241,10 @@ def make_config(cli_values: dict, config_file: str | None = None) -> TrainConfig
     return TrainConfig(**values)
 
 
+def saved_fields(cfg: TrainConfig) -> dict:
+    """What config.yaml and checkpoints keep of a config: everything but the per-command flags."""
+    return {key: value for key, value in dataclasses.asdict(cfg).items() if key not in PER_INVOCATION}
+
+
 def save_config(cfg: TrainConfig, path: Path) -> None:
-    path.write_text(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False))
+    write_text(path, yaml.safe_dump(saved_fields(cfg), sort_keys=False))

@@ -6,6 +6,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from .files import replacing, write_text
+
 
 class ProfiledLoader:
     """Iterates like `loader`. In the first epoch, the `steps` steps after a warm-up step run under the profiler;
@@ -36,6 +38,7 @@ class ProfiledLoader:
 
     def write(self, profiler: profile, sort_by: str) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
-        profiler.export_chrome_trace(str(self.out / "trace.json"))
-        (self.out / "top_operators.txt").write_text(profiler.key_averages().table(sort_by=sort_by, row_limit=25))
+        with replacing(self.out / "trace.json") as file:
+            profiler.export_chrome_trace(file.name)  # by name: the profiler writes the file itself
+        write_text(self.out / "top_operators.txt", profiler.key_averages().table(sort_by=sort_by, row_limit=25))
         print(f"profile: {self.out / 'top_operators.txt'}; open {self.out / 'trace.json'} in ui.perfetto.dev")

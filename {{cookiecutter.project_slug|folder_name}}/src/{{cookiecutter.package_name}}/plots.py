@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.figure import Figure  # noqa: E402
 
 from .errors import UserError  # noqa: E402
+from .files import replacing  # noqa: E402
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -50,7 +51,8 @@ def confusion_figure(matrix: list[list[int]], classes: list[str]) -> Figure:
 
 
 def save(figure: Figure, path: Path) -> Path:
-    figure.savefig(path, dpi=100)
+    with replacing(path) as file:
+        figure.savefig(file, format="png", dpi=100)
     plt.close(figure)
     return path
 

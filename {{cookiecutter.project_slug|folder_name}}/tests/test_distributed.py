@@ -1,4 +1,10 @@
+import contextlib
 import csv
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -102,3 +108,50 @@ def test_two_ranks_on_half_batches_take_the_steps_of_one_process_on_whole_batche
         assert not torch.equal(value, initial[key]), key  # the steps did move the weights
         assert torch.equal(ranks[0][key], ranks[1][key]), key  # gradients were averaged across the ranks
         torch.testing.assert_close(ranks[0][key], value, rtol=1e-5, atol=1e-6, msg=key)
+
+
+def listening_addresses(root_pid: int) -> set[str]:
+    """Local addresses of the listening TCP sockets of a process and its descendants, read from /proc."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    tree, grown = {root_pid}, True
+    while grown:
+        children = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree, grown = tree | children, bool(children)
+    inodes = set()
+    for pid in tree:
+        for fd in Path(f"/proc/{pid}/fd").glob("*"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    addresses = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state, inode = line.split()[1], line.split()[3], line.split()[9]
+            if state == "0A" and inode in inodes:  # 0A: LISTEN
+                addresses.add(local.split(":")[0])
+    return addresses
+
+
+LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1 as /proc writes them
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from Linux's /proc")
+def test_a_one_machine_job_listens_on_loopback_only(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", "--device", "cpu", "--nproc", "2"]
+    command += ["--epochs", "2", "--max-steps-per-epoch", "40", "--batch-size", "8", "--output-dir", str(tmp_path)]
+    job = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = set()
+    while job.poll() is None and not (tmp_path / "model.pt").exists():
+        seen |= listening_addresses(job.pid)
+        time.sleep(0.2)
+    assert job.wait(timeout=300) == 0, job.stderr.read()
+    assert seen and seen <= LOOPBACK, f"listening beyond loopback: {seen - LOOPBACK}"

@@ -1,10 +1,11 @@
 """Figures derived from a confusion matrix (T44) and written as CSV for any spreadsheet (T45)."""
 
 import csv
-import os
 from pathlib import Path
 
 import torch
+
+from .files import replacing
 
 
 def confusion_matrix(targets: torch.Tensor, predictions: torch.Tensor, num_classes: int) -> torch.Tensor:
@@ -43,12 +44,10 @@ def per_class_report(matrix: torch.Tensor, classes: list[str]) -> list[dict]:
 
 def write_csv(path: Path, rows: list[dict]) -> None:
     """Write to a temporary name, then rename: a crash never leaves a half-written file."""
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", newline="") as file:
+    with replacing(path, "w") as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    os.replace(temporary, path)
 
 
 def write_confusion_csv(path: Path, matrix: torch.Tensor, classes: list[str]) -> None:

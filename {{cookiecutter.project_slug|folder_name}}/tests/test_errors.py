@@ -110,6 +110,35 @@ def test_a_finished_run_is_never_overwritten_by_accident(tmp_path, capsys):
     assert main(["train", *SMOKE, "--output-dir", str(run), "--seed", "1", "--overwrite"]) == 0
 
 
+def test_a_saved_config_replays_the_run_but_never_replaces_it(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", *SMOKE, "--output-dir", str(run), "--overwrite"]) == 0
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert "overwrite" not in saved and "resume" not in saved  # flags of one command, not of the run
+    before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
+    code, err = run_main(["train", "--config", str(run / "config.yaml")], capsys)
+    assert code == 5 and "holds a finished run" in err
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(saved | {"overwrite": True}))  # as older versions saved it
+    code, err = run_main(["train", "--config", str(tmp_path / "old.yaml")], capsys)
+    assert code == 5 and "ignoring overwrite" in err and "holds a finished run" in err
+    assert {path: path.read_bytes() for path in run.rglob("*") if path.is_file()} == before
+
+
+def test_writes_replace_planted_symlinks_instead_of_following_them(tmp_path):
+    run, outside = tmp_path / "run", tmp_path / "outside"
+    run.mkdir()
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me")
+    (run / "config.yaml").symlink_to(outside / "precious.txt")
+    (run / "metrics.csv.tmp").symlink_to(outside / "planted.csv")
+    (run / "model.pt").symlink_to(outside / "dangling.pt")  # dangling: looks like no finished run
+    assert main(["train", *SMOKE, "--output-dir", str(run), "--no-plots"]) == 0
+    assert sorted(outside.iterdir()) == [outside / "precious.txt"]  # nothing written through the links
+    assert (outside / "precious.txt").read_text() == "keep me"
+    for name in ("config.yaml", "model.pt", "metrics.csv"):
+        assert not (run / name).is_symlink() and (run / name).stat().st_size > 0, name
+
+
 def test_debug_shows_the_traceback(tmp_path):
     with pytest.raises(Exception, match="no such folder"):
         main(["train", "--debug", "--data", "nowhere", "--output-dir", str(tmp_path)])

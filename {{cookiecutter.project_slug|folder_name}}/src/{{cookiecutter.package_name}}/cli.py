@@ -36,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data-root", help="where downloadable datasets live")
     evaluate.add_argument("--batch-size", type=int, help="images per step")
     evaluate.add_argument("--num-workers", type=int, help="data-loading processes")
-    evaluate.add_argument("--output-dir", help="where the CSV reports go (default: beside the weights)")
+    evaluate.add_argument(
+        "--output-dir", help="where the reports go (default: eval-<weights>-<data>/ beside the weights)"
+    )
 
     predict = commands.add_parser("predict", parents=[common], help="class and probability for each image file")
     predict.add_argument("--weights", required=True, help="model.pt written by train")
@@ -54,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for command in (evaluate, predict, features):
         command.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to run")
-        command.add_argument("--gpus", default="{{ cookiecutter.gpu_ids }}", help=GPU_IDS_HELP)
+        command.add_argument("--gpus", default="{{ cookiecutter.gpu_ids | escaped }}", help=GPU_IDS_HELP)
     return parser
 
 

@@ -6,8 +6,10 @@ the same workers through PyTorch's own launcher, torch.distributed.run. Rank 0 a
 progress bars and writes files; every rank computes the same, exactly reduced metrics.
 """
 
+import contextlib
 import datetime
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend
 from torch.distributed.run import get_args_parser, run
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import Sampler
@@ -38,18 +41,46 @@ def workers_wanted(cfg) -> int:
 def launch(workers: int, argv: list[str], package: str) -> None:
     """Run this same command in `workers` processes on this machine, through torch.distributed.run."""
     print(f"starting {workers} workers with torch.distributed.run")
-    launcher = get_args_parser().parse_args(["--standalone", f"--nproc-per-node={workers}", "-m", package])
+    one_machine = ["--standalone", "--local-addr", "127.0.0.1"]  # workers reach the agent over loopback
+    launcher = get_args_parser().parse_args([*one_machine, f"--nproc-per-node={workers}", "-m", package])
     launcher.training_script_args = argv  # set apart so torchrun's parser never reads our flags
     # The workers import this very package, wherever it was imported from here.
     here = str(Path(__file__).resolve().parents[1])
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
     try:
-        run(launcher)
+        with _stores_on_loopback():
+            run(launcher)
     except ChildFailedError as exc:
         ranks = ", ".join(str(rank) for rank in sorted(exc.failures))
         raise UserError(f"worker rank {ranks} failed (its message is above); the job was stopped") from None
     except SignalException as exc:  # the workers got it too and said where to continue
         raise SystemExit(128 + exc.sigval) from None
+
+
+class LoopbackTCPStore(dist.TCPStore):
+    """A TCPStore whose server listens on 127.0.0.1 alone: torch's own binds every interface, which would let
+    anyone on the network talk to an unauthenticated store while a one-machine job runs."""
+
+    def __init__(self, host_name, port, *args, **kwargs):
+        if kwargs.get("is_master") and "master_listen_fd" not in kwargs:
+            listener = socket.create_server(("127.0.0.1", port), backlog=512)
+            host_name, port = listener.getsockname()
+            kwargs["master_listen_fd"] = listener.detach()  # the store owns the socket from here on
+        super().__init__(host_name, port, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _stores_on_loopback():
+    """While torchrun's agent runs in this process, the stores it hosts are LoopbackTCPStores."""
+    modules = (dist, c10d_rendezvous_backend)
+    originals = [module.TCPStore for module in modules]
+    for module in modules:
+        module.TCPStore = LoopbackTCPStore
+    try:
+        yield
+    finally:
+        for module, original in zip(modules, originals, strict=True):
+            module.TCPStore = original
 
 
 def setup(requested_device: str, timeout_seconds: int) -> torch.device | None:
