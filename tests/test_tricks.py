@@ -92,7 +92,7 @@ def test_smoke_run_with_every_chosen_trick_active(combination, tmp_path):
     if "use_freezing" in tricks:
         assert "frozen parameters:" in done.stdout
     if "use_sync_bn" in tricks:
-        assert "keeping BatchNorm" in done.stdout
+        assert "keeping BatchNorm" in done.stderr
     if "use_layerwise_lr" in tricks:
         assert float(row["lr[fc]"]) == pytest.approx(10 * float(row["lr"]))
     if "use_grad_clipping" in tricks:

@@ -26,7 +26,7 @@ def test_grad_scaler_only_for_fp16_on_cuda():
 
 def test_fp16_falls_back_to_bf16_on_the_cpu_with_one_line(capsys):
     assert resolve_precision("fp16", CPU) == "bf16" and resolve_precision("bf16", CPU) == "bf16"
-    assert capsys.readouterr().out == "fp16 mixed precision needs a CUDA GPU: using bf16 on the CPU.\n"
+    assert capsys.readouterr().err == "fp16 mixed precision needs a CUDA GPU: using bf16 on the CPU.\n"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

@@ -1,9 +1,11 @@
 import csv
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -198,12 +200,21 @@ def test_an_unfinished_run_is_not_restarted_over_its_checkpoints(tmp_path, capsy
     assert main([*SMOKE, "--output-dir", str(run), "--epochs", "2", "--resume", "auto"]) == 0
 
 
-def start_training(run: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train"]
-    command += ["--epochs", "3", "--device", "cpu", "--max-steps-per-epoch", "8", "--batch-size", "16"]
-    command += ["--deterministic", "--output-dir", str(run)]
-    return subprocess.Popen([*command, *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+ENV = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}"]
+
+
+def start_training(run: Path, *extra: str, group: bool = False) -> subprocess.Popen:
+    command = [*MODULE, "train", "--epochs", "3", "--device", "cpu", "--max-steps-per-epoch", "8", "--batch-size", "16"]
+    command += ["--deterministic", "--output-dir", str(run), *extra]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    return subprocess.Popen(command, env=ENV, start_new_session=group, **pipes)
+
+
+def continue_as_told(err: str) -> subprocess.CompletedProcess:
+    """Run the command the stop message printed (through `python -m`: the console script may not be installed)."""
+    told = err.split("continue with: {{ cookiecutter.project_slug }} ", 1)[1].splitlines()[0]
+    return subprocess.run([*MODULE, *shlex.split(told)], env=ENV, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.slow
@@ -220,19 +231,37 @@ def test_sigterm_mid_epoch_stops_resumably_and_the_resumed_run_is_exact(tiny_con
             break
     out, err = job.communicate(timeout=120)
     assert job.returncode == 128 + signal.SIGTERM, err
-    assert "stopped by SIGTERM" in err and "continue with --resume auto" in err
+    again = f"continue with: {{ cookiecutter.project_slug }} train --config {run / 'config.yaml'} --resume auto"
+    assert f"stopped by SIGTERM: {run / 'last.pt'} holds the last completed epoch; {again}" in err
     saved = torch.load(run / "last.pt", weights_only=True)["epoch"]
     assert saved in (1, 2)  # 2 if epoch 2 ended first
 
-    resumed = start_training(run, "--num-workers", str(workers), "--resume", "auto")
-    out, err = resumed.communicate(timeout=120)
-    assert resumed.returncode == 0, err
-    assert f"after epoch {saved}" in out and epochs_trained(out) == list(range(saved + 1, 4))
+    resumed = continue_as_told(err)  # the printed command continues this very run
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"after epoch {saved}" in resumed.stdout and epochs_trained(resumed.stdout) == list(range(saved + 1, 4))
     assert_same_state(torch.load(tmp_path / "a" / "model.pt"), torch.load(run / "model.pt"))
 {% if cookiecutter.use_ema %}
     assert_same_state(torch.load(tmp_path / "a" / "ema.pt"), torch.load(run / "ema.pt"))
 {% endif %}
     assert metrics_without_time(tmp_path / "a") == metrics_without_time(run)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_whole_process_group_stops_once_without_a_traceback(tmp_path, number):
+    """As `timeout`, SLURM and Ctrl-C do: the signal reaches the data-loading workers too."""
+    args = ["--num-workers", "2", "--epochs", "5", "--max-steps-per-epoch", "40"]
+    job = start_training(tmp_path / "run", *args, group=True)
+    for line in job.stdout:
+        if line.startswith("epoch 1 "):
+            time.sleep(1.0)  # well into epoch 2, its workers loading batches
+            os.killpg(job.pid, number)
+            break
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 128 + number, err
+    name = signal.Signals(number).name
+    assert err.count(f"{name}: stopping at the next resumable point") == 1 and err.count(f"stopped by {name}") == 1
+    assert "Traceback" not in err and "DataLoader worker" not in err, err
 
 
 @pytest.mark.slow

@@ -27,9 +27,9 @@ def test_conversion_keeps_weights_and_buffers_under_a_process_group(tmp_path, mo
 def test_cpu_keeps_batchnorm_and_says_so_once(capsys):
     model = convert_sync_bn(SmallCNN(10), torch.device("cpu"))
     assert nn.SyncBatchNorm not in {type(m) for m in model.modules()}
-    assert capsys.readouterr().out.count("keeping BatchNorm") == 1
+    assert capsys.readouterr().err.count("keeping BatchNorm") == 1
 
 
 def test_switched_off_at_run_time_says_nothing(capsys):
     convert_sync_bn(SmallCNN(10), torch.device("cpu"), enabled=False)
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr() == ("", "")

@@ -1,6 +1,7 @@
 """Mixed precision (T38): autocast in bf16 or fp16 on the device in use; a GradScaler only for fp16 on CUDA."""
 
 import contextlib
+import sys
 
 import torch
 
@@ -15,7 +16,7 @@ def resolve_precision(precision: str, device: torch.device) -> str:
         raise DeviceError("this GPU cannot compute in bf16; use --precision fp16 (or fp32)")
     if precision == "fp16" and device.type != "cuda":
         # CPUs have no loss scaling and slow fp16 kernels; bf16 is their mixed precision.
-        print("fp16 mixed precision needs a CUDA GPU: using bf16 on the CPU.")
+        print("fp16 mixed precision needs a CUDA GPU: using bf16 on the CPU.", file=sys.stderr)
         return "bf16"
     return precision
 

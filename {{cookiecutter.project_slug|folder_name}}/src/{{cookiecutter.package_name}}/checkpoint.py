@@ -7,6 +7,7 @@ renamed, so a crash mid-write leaves the previous checkpoint intact.
 
 import pickle
 import random
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -187,7 +188,8 @@ class GracefulStop:
         if self.signal is not None:
             raise SystemExit(128 + number)
         self.signal = number
-        print(f"{signal.Signals(number).name}: stopping at the next resumable point (send it again to stop now)")
+        name = signal.Signals(number).name
+        print(f"{name}: stopping at the next resumable point (send it again to stop now)", file=sys.stderr)
 
     def epochs(self, epochs):
         """Yield epochs with the signal handlers installed; stop yielding once a stop was asked for."""
@@ -215,5 +217,6 @@ class GracefulStop:
             name = signal.Signals(self.signal).name
             last = out / "last.pt"
             saved = f"{last} holds the last completed epoch" if last.exists() else "nothing was saved yet"
-            print(f"stopped by {name}: {saved}; continue with --resume auto", file=sys.stderr)
+            again = f"{{ cookiecutter.project_slug }} train --config {shlex.quote(str(out / 'config.yaml'))} --resume auto"
+            print(f"stopped by {name}: {saved}; continue with: {again}", file=sys.stderr)
             raise SystemExit(128 + self.signal)

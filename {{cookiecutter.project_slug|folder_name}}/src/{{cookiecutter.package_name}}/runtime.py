@@ -3,6 +3,8 @@
 import os
 import random
 import re
+import signal
+import sys
 
 import numpy as np
 import torch
@@ -24,12 +26,13 @@ def resolve_device(requested: str) -> torch.device:
     """`auto` picks the first visible GPU, else the CPU with one line saying so (T02)."""
     if torch.cuda.is_available() and requested != "cpu":
         if torch.cuda.device_count() > 1:
-            print(f"{torch.cuda.device_count()} GPUs visible: this single process trains on the first of them.")
+            notice = f"{torch.cuda.device_count()} GPUs visible: this single process trains on the first of them."
+            print(notice, file=sys.stderr)
         return torch.device("cuda", 0)
     if requested == "cuda":
         raise DeviceError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
     if requested == "auto":
-        print("CUDA is not available: running on the CPU.")
+        print("CUDA is not available: running on the CPU.", file=sys.stderr)  # stdout carries results only
     return torch.device("cpu")
 
 
@@ -46,7 +49,11 @@ def seed_everything(seed: int, deterministic: bool) -> None:
 
 
 def seed_worker(worker_id: int) -> None:
-    """DataLoader workers: derive numpy and python seeds from the seed torch gave this worker."""
+    """DataLoader workers: derive numpy and python seeds from the seed torch gave this worker, and leave
+    Ctrl-C and SIGTERM to the main process (schedulers signal the whole process group), which stops the run
+    at a resumable point and shuts the workers down itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     seed = torch.initial_seed() % 2**32
     np.random.seed(seed)
     random.seed(seed)

@@ -1,5 +1,7 @@
 """SyncBatchNorm (T22): BatchNorm statistics over the whole global batch instead of each GPU's share."""
 
+import sys
+
 import torch
 from torch import nn
 
@@ -15,5 +17,5 @@ def convert_sync_bn(model: nn.Module, device: torch.device, enabled: bool = True
         return model
     if is_distributed_cuda(device):
         return nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    print("SyncBatchNorm needs several CUDA processes: keeping BatchNorm for this run.")
+    print("SyncBatchNorm needs several CUDA processes: keeping BatchNorm for this run.", file=sys.stderr)
     return model

@@ -190,6 +190,7 @@ def train(cfg: TrainConfig) -> dict:
 {% else %}
     _start_run_dir(out, cfg, data.classes)
 {% endif %}
+    print(f"run folder: {out}")
 {% if cookiecutter.use_distributed %}
     loader = ProfiledLoader(data.train, out / "profile") if cfg.profile and is_main() else data.train
 {% else %}
