@@ -143,6 +143,24 @@ MUTATIONS = {
         "with contextlib.nullcontext():",
         "tests/test_distributed.py::test_a_one_machine_job_listens_on_loopback_only",
     ),
+    "EMA warm-up dropped": (
+        "ema.py",
+        "torch.clamp((1 + updates) / (10 + updates), max=decay)",
+        "torch.clamp((1 + updates) / (10 + updates), min=decay, max=decay)",
+        "tests/test_ema.py",
+    ),
+    "train accuracy under mixup against the original labels": (
+        "engine.py",
+        "targets = soft_targets.argmax(1) if mix else targets",
+        "targets = targets",
+        "tests/test_mixup.py",
+    ),
+    "DataLoader workers take the stop signals": (
+        "runtime.py",
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+        "pass",
+        "tests/test_checkpoint.py::test_a_signal_to_the_whole_process_group_stops_once_without_a_traceback",
+    ),
     "NaN/Inf guard removed": (
         "engine.py",
         "first_bad_step = torch.where(",

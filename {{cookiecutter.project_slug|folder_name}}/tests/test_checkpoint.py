@@ -152,7 +152,8 @@ def snapshot(run: Path) -> dict:
 def refused(args: list[str], capsys, code: int, message: str) -> None:
     assert main(args) == code
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]  # notices may come before it
+    assert len(errors) == 1 and message in errors[0] and "Traceback" not in err, err
 
 
 SMOKE = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--device", "cpu", "--no-plots"]

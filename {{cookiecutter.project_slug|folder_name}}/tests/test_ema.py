@@ -20,7 +20,9 @@ def test_each_update_follows_the_ema_formula_for_weights_and_batchnorm_statistic
             for tensor in [*model.parameters(), model[1].running_mean]:
                 tensor.fill_(value)
         ema.update_parameters(model)
-    expected = 0.9 * (0.9 * 1.0 + 0.1 * 2.0) + 0.1 * 4.0  # the first update copies the weights
+    # the first update copies the weights; then d = min(0.9, (1 + n) / (10 + n)) after n updates
+    second = 2 / 11 * 1.0 + 9 / 11 * 2.0
+    expected = 3 / 12 * second + 9 / 12 * 4.0
     for tensor in [*ema.module.parameters(), ema.module[1].running_mean]:
         assert torch.allclose(tensor, torch.full_like(tensor, expected))
     assert build_ema(model, decay=0.0) is None
@@ -53,11 +55,32 @@ def test_the_saved_average_is_the_decay_folded_over_the_weights_of_every_step(ti
     train(replace(tiny_config, epochs=2, ema_decay=0.5))
     assert len(steps) == 4
     expected = {key: value for key, value in steps[0].items() if value.is_floating_point()}  # copied at first
-    for weights in steps[1:]:
-        expected = {key: 0.5 * expected[key] + 0.5 * weights[key] for key in expected}
+    for n, weights in enumerate(steps[1:], start=1):
+        d = min(0.5, (1 + n) / (10 + n))  # warm-up: 2/11, 3/12, 4/13 here
+        expected = {key: d * expected[key] + (1 - d) * weights[key] for key in expected}
     averaged = torch.load(tmp_path / "run" / "ema.pt", weights_only=True)
     for key, value in expected.items():
         torch.testing.assert_close(averaged[key], value, rtol=1e-5, atol=1e-6, msg=key)
+
+
+def test_on_a_short_run_the_average_follows_the_training_instead_of_staying_at_the_start(tiny_config, monkeypatch):
+    initial = {}
+    build = train_module.build_model
+
+    def keep_initial(*args):
+        model = build(*args)
+        initial.update({k: v.clone() for k, v in model.state_dict().items() if v.is_floating_point()})
+        return model
+
+    monkeypatch.setattr(train_module, "build_model", keep_initial)
+    result = train(replace(tiny_config, epochs=2, max_steps_per_epoch=8, ema_decay=0.999))  # 16 updates
+    trained = result["model"].state_dict()
+    averaged = torch.load(tiny_config.output_dir + "/ema.pt", weights_only=True)
+
+    def distance(a, b):
+        return sum((a[key] - b[key]).norm() ** 2 for key in initial) ** 0.5
+
+    assert distance(averaged, trained) < 0.5 * distance(initial, trained)
 
 
 def test_decay_zero_turns_it_off(tiny_config, tmp_path):

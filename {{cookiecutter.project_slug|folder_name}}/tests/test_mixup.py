@@ -9,6 +9,7 @@ from torchvision.transforms import v2
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import build_data
+from {{ cookiecutter.package_name }}.engine import train_one_epoch
 from {{ cookiecutter.package_name }}.mixup import build_mix
 from {{ cookiecutter.package_name }}.train import resolve, train
 
@@ -77,6 +78,27 @@ def test_the_model_trains_on_the_mixed_batches_against_their_soft_labels(tiny_co
         soft = lam * nn.functional.one_hot(targets, 10) + (1 - lam) * nn.functional.one_hot(targets.roll(1, 0), 10)
         losses.append(nn.functional.cross_entropy(logits, soft.float()).item() * len(targets))
     assert rows[0]["train_loss"] == pytest.approx(sum(losses) / sum(len(t) for _, t in watch.batches), rel=1e-5)
+
+
+def test_train_acc_counts_the_label_with_the_larger_share_of_each_mixed_image(tiny_config):
+    def shifted(images, targets):  # 70 % of each image's label goes to the class before it
+        one_hot = nn.functional.one_hot
+        return images, (0.3 * one_hot(targets, 10) + 0.7 * one_hot((targets - 1) % 10, 10)).float()
+
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
+    with torch.no_grad():
+        model[1].weight.zero_()
+        model[1].bias.copy_(torch.arange(10, 0, -1.0))  # always predicts class 0
+    batches = [(torch.rand(4, 3, 8, 8), torch.tensor([1, 1, 2, 3]))]  # the larger shares: 0, 0, 1, 2
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    cfg = replace(tiny_config, max_steps_per_epoch=None{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
+{% if cookiecutter.use_amp %}
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, torch.device("cpu"), cfg, scaler, shifted)
+{% else %}
+    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, torch.device("cpu"), cfg, shifted)
+{% endif %}
+    assert stats["train_acc"] == 0.5  # against the original labels it would be 0
 
 
 def test_mixup_training_validates_on_hard_labels(tiny_config):

@@ -73,6 +73,7 @@ def train_one_epoch(
 {% endif %}
 {% if cookiecutter.use_mixup %}
         images, soft_targets = mix(images, targets) if mix else (images, targets)  # T34
+        targets = soft_targets.argmax(1) if mix else targets  # train_acc: the larger share of each mixed image
 {% endif %}
 {% if cookiecutter.use_amp %}
         with autocast(cfg.precision, device):  # T38

@@ -87,7 +87,20 @@ def build_model(name: str, num_classes: int, pretrained: bool = False, init: str
         model = torchvision.models.get_model(name, num_classes=num_classes)
     if not pretrained:
         init_weights(model, init)
+        speed_up_batchnorm_statistics(model)
     return model
+
+
+FROM_SCRATCH_MOMENTUM = 0.1  # PyTorch's default: running statistics settle within tens of steps
+
+
+def speed_up_batchnorm_statistics(model: nn.Module) -> None:
+    """Models built for long ImageNet schedules (MobileNetV3: momentum 0.01) update BatchNorm's running statistics
+    so slowly that a short run from scratch is validated with statistics of its first weights: every image gets
+    one class. Trained from scratch, their running statistics follow at PyTorch's default pace."""
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and (module.momentum or 1) < FROM_SCRATCH_MOMENTUM:
+            module.momentum = FROM_SCRATCH_MOMENTUM
 
 
 {% if cookiecutter.use_freezing or cookiecutter.use_layerwise_lr %}
