@@ -36,9 +36,16 @@ def folder_name(slug: str) -> str:
     return slug
 
 
+def gpus(answer: str) -> str:
+    """The gpu_ids answer as the default of --gpus: 'cpu' for CPU only (an empty answer, 'cpu' or 'none')."""
+    ids = answer.replace(" ", "")
+    return "cpu" if ids.lower() in ("", "cpu", "none") else ids
+
+
 class EscapedExtension(Extension):
     def __init__(self, environment):
         super().__init__(environment)
         environment.filters["escaped"] = escaped
         environment.filters["folder_name"] = folder_name
+        environment.filters["gpus"] = gpus
         environment.globals["template_choices"] = TEMPLATE_CHOICES

@@ -45,8 +45,10 @@ def problems(ctx: dict):
     elif package in SHADOWED:
         yield f"package_name {package!r} would shadow the module of that name; pick another, e.g. '{package}_cls'"
     gpu_ids = ctx["gpu_ids"].replace(" ", "")
-    if gpu_ids and not GPU_IDS.fullmatch(gpu_ids):
-        yield f"gpu_ids {ctx['gpu_ids']!r} must be comma-separated GPU numbers such as '0' or '0,1', or empty for CPU"
+    if gpu_ids.lower() in ("cpu", "none"):
+        pass  # CPU only, as an empty answer
+    elif gpu_ids and not GPU_IDS.fullmatch(gpu_ids):
+        yield f"gpu_ids {ctx['gpu_ids']!r} must be comma-separated GPU numbers such as '0' or '0,1', or cpu"
     elif gpu_ids and len(set(gpu_ids.split(","))) < len(gpu_ids.split(",")):
         yield f"gpu_ids {ctx['gpu_ids']!r} lists a GPU twice; list each id once"
     if ctx["use_sync_bn"] and not ctx["use_distributed"]:

@@ -12,7 +12,7 @@ import random
 import numpy as np
 from helpers import CHOICES, REQUIRES, TRICKS
 
-GPU_IDS = ["0", "", "1", "0,1", "0,1,2,3"]
+GPU_IDS = ["0", "", "1", "0,1", "0,1,2,3", "cpu"]
 PROJECT_NAMES = ["My Project", "Flower Classifier", "Vision Ünïcode", "x"]
 SHORT = {  # short names keep test ids readable (pytest replaces ids over 100 characters)
     "use_amp": "amp",
@@ -40,7 +40,7 @@ def _draw(rng: random.Random, tricks_on: dict) -> dict:
 def _name(answers: dict) -> str:
     on = [SHORT[trick] for trick in TRICKS if answers[trick]] or ["none"]
     choices = [answers[key] for key in CHOICES]
-    return "+".join(on) + "|" + "|".join(choices) + f"|gpus={answers['gpu_ids'] or 'cpu'}"
+    return "+".join(on) + "|" + "|".join(choices) + f"|gpus={answers['gpu_ids'] or 'empty'}"
 
 
 def combinations() -> tuple[dict[str, dict], dict[str, dict]]:

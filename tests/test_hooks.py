@@ -69,9 +69,11 @@ def test_free_text_renders_safely_and_intact(cookies, text):
     assert text in (project / "README.md").read_text()
 
 
-def test_gpu_ids_may_be_empty_for_cpu_only(cookies):
-    project = baked_project(cookies, gpu_ids="")
-    assert 'gpus: str = option("",' in (project / "src" / package_of(project) / "config.py").read_text()
+@pytest.mark.parametrize("answer", ["", "cpu", "none", " CPU "])
+def test_gpu_ids_cpu_none_or_empty_mean_cpu_only_and_read_so(cookies, answer):
+    project = baked_project(cookies, gpu_ids=answer)
+    assert 'gpus: str = option("cpu",' in (project / "src" / package_of(project) / "config.py").read_text()
+    assert "| `--gpus` | `cpu` |" in (project / "README.md").read_text()  # not an empty code span
 
 
 def test_hooks_leave_no_temp_files_in_the_system_temp_dir(cookies):

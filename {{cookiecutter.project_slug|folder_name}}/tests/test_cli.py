@@ -61,6 +61,13 @@ def test_predict_explains_an_unreadable_image(tiny_config, tmp_path, capsys):
     assert "cannot read image" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("answer", ["cpu", "none", ""])
+def test_cpu_none_or_nothing_hide_every_gpu(monkeypatch, answer):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    cli.select_gpus(answer)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+
+
 def test_gpu_ids_are_exported_before_cuda_starts_in_a_fresh_process(tmp_path):
     probe = (
         "import os, torch\n"

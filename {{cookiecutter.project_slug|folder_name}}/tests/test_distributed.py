@@ -38,6 +38,7 @@ def test_validation_shards_cover_every_image_exactly_once(monkeypatch, world, si
         ({"gpus": "0,1,2"}, False, 1),
         ({"gpus": "0,1", "device": "cpu"}, True, 1),
         ({"gpus": "", "device": "cpu", "nproc": 2}, False, 2),
+        ({"gpus": "cpu"}, True, 1),
     ],
 )
 def test_one_worker_per_gpu_id_or_as_many_as_nproc(monkeypatch, answers, cuda, expected):

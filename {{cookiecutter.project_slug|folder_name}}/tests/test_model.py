@@ -1,3 +1,4 @@
+from dataclasses import replace
 from urllib.error import URLError
 
 import pytest
@@ -13,6 +14,7 @@ from {{ cookiecutter.package_name }}.models import (
     load_state_dict,
     load_weights,
 )
+from {{ cookiecutter.package_name }}.train import train
 
 
 def test_small_cnn_maps_images_to_logits():
@@ -23,6 +25,24 @@ def test_small_cnn_maps_images_to_logits():
 def test_any_model_gets_the_requested_number_of_classes(name):
     model = build_model(name, num_classes=5).eval()
     assert model(torch.zeros(1, 3, 32, 32)).shape == (1, 5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        "small_cnn",
+        "resnet18",
+        "mobilenet_v3_small",  # at chance before its BatchNorm momentum was raised for training from scratch
+        pytest.param("efficientnet_b0", marks=pytest.mark.skip(reason="needs far more than 80 steps at 32 px")),
+    ],
+)
+def test_each_prompted_model_learns_the_synthetic_set_from_scratch(tiny_config, name):
+    cfg = replace(tiny_config, model=name, epochs=4, max_steps_per_epoch=20, batch_size=32)
+{% if cookiecutter.use_mixup or cookiecutter.use_ema or cookiecutter.use_amp %}
+    cfg = replace(cfg{{ ', mixup_alpha=0.0' if cookiecutter.use_mixup else '' }}{{ ', ema_decay=0.0' if cookiecutter.use_ema else '' }}{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
+{% endif %}
+    assert train(cfg)["best_val_acc"] >= 0.3  # 10 classes: chance is 0.1
 
 
 def test_unknown_model_names_suggest_close_ones():

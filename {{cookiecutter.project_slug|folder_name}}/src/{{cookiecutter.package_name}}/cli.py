@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for command in (evaluate, predict, features):
         command.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to run")
-        command.add_argument("--gpus", default="{{ cookiecutter.gpu_ids | escaped }}", help=GPU_IDS_HELP)
+        command.add_argument("--gpus", default="{{ cookiecutter.gpu_ids | gpus | escaped }}", help=GPU_IDS_HELP)
     return parser
 
 

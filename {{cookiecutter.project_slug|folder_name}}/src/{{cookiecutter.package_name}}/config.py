@@ -17,7 +17,7 @@ import yaml
 from .errors import UserError
 from .files import write_text
 
-GPU_IDS_HELP = "comma-separated GPU ids exported as CUDA_VISIBLE_DEVICES; empty means CPU only"
+GPU_IDS_HELP = "comma-separated GPU ids exported as CUDA_VISIBLE_DEVICES; cpu (or empty) for CPU only"
 
 
 def option(default, help, **argparse_kwargs):
@@ -58,7 +58,7 @@ class TrainConfig:
     seed: int = option(0, "seed for python, numpy, torch and the data order")
     deterministic: bool = option(False, "deterministic algorithms (slower) instead of cudnn.benchmark")
     device: str = option("auto", "where to train", choices=["auto", "cpu", "cuda"])
-    gpus: str = option("{{ cookiecutter.gpu_ids | escaped }}", GPU_IDS_HELP)
+    gpus: str = option("{{ cookiecutter.gpu_ids | gpus | escaped }}", GPU_IDS_HELP)
     num_workers: int | None = option(None, "data-loading processes (auto: 0 for synthetic data, else up to 8)")
     output_dir: str | None = option(None, "where results go (auto: runs/<date-time>)")
     overwrite: bool = option(False, "replace a finished run in --output-dir")

@@ -23,6 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import Sampler
 
 from .errors import DeviceError, UserError
+from .runtime import gpu_ids
 
 
 def launched() -> bool:
@@ -34,8 +35,9 @@ def workers_wanted(cfg) -> int:
     """--nproc when given, else one worker per --gpus id when training on GPUs, else one."""
     if cfg.nproc:
         return cfg.nproc
-    gpus = [gpu for gpu in cfg.gpus.split(",") if gpu.strip()]
-    return len(gpus) if cfg.device != "cpu" and torch.cuda.is_available() else 1
+    if cfg.device == "cpu" or not torch.cuda.is_available():
+        return 1
+    return len(gpu_ids(cfg.gpus)) or 1
 
 
 def launch(workers: int, argv: list[str], package: str) -> None:

@@ -88,7 +88,17 @@ def build_model(name: str, num_classes: int, pretrained: bool = False, init: str
     if not pretrained:
         init_weights(model, init)
         speed_up_batchnorm_statistics(model)
+        if init == "default":
+            quiet_head(model)
     return model
+
+
+def quiet_head(model: nn.Module) -> None:
+    """Start the classifier near zero: torchvision scales EfficientNet's by 1/sqrt(classes), made for ImageNet's 1000,
+    which with 10 classes gives logits in the tens and a from-scratch run that stays at chance."""
+    head = [module for module in model.modules() if isinstance(module, nn.Linear)][-1]
+    nn.init.normal_(head.weight, std=0.01)
+    nn.init.zeros_(head.bias)
 
 
 FROM_SCRATCH_MOMENTUM = 0.1  # PyTorch's default: running statistics settle within tens of steps

@@ -14,12 +14,19 @@ from .errors import DeviceError, UserError
 GPU_IDS = re.compile(r"\d+(,\d+)*")
 
 
+def gpu_ids(gpus: str) -> list[str]:
+    """`--gpus` as a list of ids: empty for CPU only (`cpu`, `none` or nothing)."""
+    ids = gpus.replace(" ", "")
+    if ids.lower() in ("", "cpu", "none"):
+        return []
+    if not GPU_IDS.fullmatch(ids) or len(set(ids.split(","))) != len(ids.split(",")):
+        raise UserError(f"--gpus {gpus!r} is not a list of distinct GPU ids; use e.g. --gpus 0, 0,1 or cpu")
+    return ids.split(",")
+
+
 def select_gpus(gpus: str) -> None:
     """Export `gpus` as CUDA_VISIBLE_DEVICES; must run before anything initialises CUDA (T01)."""
-    ids = gpus.replace(" ", "")
-    if ids and (not GPU_IDS.fullmatch(ids) or len(set(ids.split(","))) != len(ids.split(","))):
-        raise UserError(f"--gpus {gpus!r} is not a list of distinct GPU ids; use e.g. --gpus 0 or --gpus 0,1")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ids
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids(gpus))
 
 
 def resolve_device(requested: str) -> torch.device:
