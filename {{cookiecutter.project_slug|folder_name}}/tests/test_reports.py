@@ -8,6 +8,7 @@ from PIL import Image
 
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.metrics import confusion_matrix, per_class_report
+from {{ cookiecutter.package_name }}.plots import learning_curves
 from {{ cookiecutter.package_name }}.train import train
 
 
@@ -17,12 +18,22 @@ def read_csv(path):
 
 
 def assert_picture(path, size):
-    """A PNG of the expected size with real content: many colours, not one flat background."""
+    """A PNG of about the expected size with real content (many colours, not one flat background), drawn whole:
+    a white margin on every side, so no label runs off the edge."""
     with Image.open(path) as image:
-        assert image.format == "PNG" and image.size == size
+        assert image.format == "PNG"
+        assert all(0.8 * want <= got <= 1.2 * want for got, want in zip(image.size, size, strict=True))
         pixels = np.asarray(image.convert("RGB"))
     assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50
     assert (pixels != 255).any(axis=2).mean() > 0.02  # more than a white page with a frame
+    for edge in (pixels[:2], pixels[-2:], pixels[:, :2], pixels[:, -2:]):
+        assert (edge == 255).all(), f"{path.name}: something is cut off at the edge"
+
+
+def test_learning_curves_count_epochs_in_whole_numbers():
+    rows = [{"epoch": str(e), "train_loss": "1", "val_loss": "1", "val_acc": "0.5", "lr": "0.1"} for e in (1, 2, 3)]
+    figure = learning_curves(rows)
+    assert all(tick == int(tick) for axis in figure.axes for tick in axis.get_xticks())
 
 
 def test_per_class_report_matches_counting_by_hand():

@@ -21,6 +21,9 @@ def test_scalars_confusion_matrix_and_hyperparameters_reach_tensorboard(tiny_con
         events = log.Scalars(tag)
         assert [event.step for event in events] == [1, 2]
         assert [event.value for event in events] == pytest.approx([row[column] for row in rows], rel=1e-6)
+{% if cookiecutter.use_ema %}
+    assert [event.step for event in log.Scalars("accuracy/ema_val")] == [1, 2]  # beside accuracy/val
+{% endif %}
 {% if cookiecutter.use_grad_clipping %}
     assert [event.value for event in log.Scalars("grad_norm")] == pytest.approx([row["grad_norm"] for row in rows])
 {% endif %}

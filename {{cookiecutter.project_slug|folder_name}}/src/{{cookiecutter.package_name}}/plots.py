@@ -8,6 +8,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display needed, also on servers
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from .errors import UserError  # noqa: E402
 from .files import replacing  # noqa: E402
@@ -29,6 +30,7 @@ def learning_curves(rows: list[dict]) -> Figure:
         for key in keys:
             axis.plot(epochs, [float(row[key]) for row in rows], marker="o", label=key)
         axis.set(title=title, xlabel="epoch")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers: no 1.5 ticks
         axis.legend()
     return figure
 
@@ -52,7 +54,7 @@ def confusion_figure(matrix: list[list[int]], classes: list[str]) -> Figure:
 
 def save(figure: Figure, path: Path) -> Path:
     with replacing(path) as file:
-        figure.savefig(file, format="png", dpi=100)
+        figure.savefig(file, format="png", dpi=100, bbox_inches="tight")  # the colour bar's labels included
     plt.close(figure)
     return path
 

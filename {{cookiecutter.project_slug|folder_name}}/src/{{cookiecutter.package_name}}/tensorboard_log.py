@@ -9,6 +9,9 @@ from .plots import confusion_figure
 
 # metrics.csv column -> TensorBoard tag; tags that share a prefix share a chart section
 TAGS = {"train_loss": "loss/train", "val_loss": "loss/val", "train_acc": "accuracy/train", "val_acc": "accuracy/val"}
+{% if cookiecutter.use_ema %}
+TAGS |= {"ema_val_loss": "loss/ema_val", "ema_val_acc": "accuracy/ema_val"}  # beside the trained model's curves
+{% endif %}
 
 
 def tag(column: str) -> str:
