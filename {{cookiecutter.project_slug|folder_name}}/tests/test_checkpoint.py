@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from {{ cookiecutter.package_name }} import train as train_module
+from {{ cookiecutter.package_name }}.checkpoint import SCRIPT
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.errors import UserError
 
@@ -214,7 +215,7 @@ def start_training(run: Path, *extra: str, group: bool = False) -> subprocess.Po
 
 def continue_as_told(err: str) -> subprocess.CompletedProcess:
     """Run the command the stop message printed (through `python -m`: the console script may not be installed)."""
-    told = err.split("continue with: {{ cookiecutter.project_slug }} ", 1)[1].splitlines()[0]
+    told = err.split(f"continue with: {SCRIPT} ", 1)[1].splitlines()[0]
     return subprocess.run([*MODULE, *shlex.split(told)], env=ENV, capture_output=True, text=True, timeout=120)
 
 
@@ -232,7 +233,7 @@ def test_sigterm_mid_epoch_stops_resumably_and_the_resumed_run_is_exact(tiny_con
             break
     out, err = job.communicate(timeout=120)
     assert job.returncode == 128 + signal.SIGTERM, err
-    again = f"continue with: {{ cookiecutter.project_slug }} train --config {run / 'config.yaml'} --resume auto"
+    again = f"continue with: {SCRIPT} train --config {run / 'config.yaml'} --resume auto"
     assert f"stopped by SIGTERM: {run / 'last.pt'} holds the last completed epoch; {again}" in err
     saved = torch.load(run / "last.pt", weights_only=True)["epoch"]
     assert saved in (1, 2)  # 2 if epoch 2 ended first

@@ -147,8 +147,9 @@ LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from Linux's /proc")
 def test_a_one_machine_job_listens_on_loopback_only(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", "--device", "cpu", "--nproc", "2"]
-    command += ["--epochs", "2", "--max-steps-per-epoch", "40", "--batch-size", "8", "--output-dir", str(tmp_path)]
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", "--device", "cpu"]
+    command += ["--nproc", "2", "--epochs", "2", "--max-steps-per-epoch", "40", "--batch-size", "8"]
+    command += ["--output-dir", str(tmp_path)]
     job = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = set()
     while job.poll() is None and not (tmp_path / "model.pt").exists():

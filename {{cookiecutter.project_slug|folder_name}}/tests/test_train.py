@@ -6,6 +6,7 @@ import pytest
 import torch
 import yaml
 
+from {{ cookiecutter.package_name }} import engine
 from {{ cookiecutter.package_name }}.config import TrainConfig, load_config_file, make_config
 from {{ cookiecutter.package_name }}.data import SyntheticImages
 from {{ cookiecutter.package_name }}.errors import UserError
@@ -85,3 +86,10 @@ def test_report_from_a_confusion_matrix():
     assert rows["a"]["precision"] == 1 and rows["a"]["recall"] == 0.5 and rows["b"]["f1"] == pytest.approx(2 / 3)
     assert rows["weighted avg"]["recall"] == pytest.approx((matrix.trace() / matrix.sum()).item())  # micro-F1 = acc
     assert rows["macro avg"]["support"] == 6
+
+
+def test_without_a_terminal_a_long_epoch_prints_progress_lines(tiny_config, capsys, monkeypatch):
+    monkeypatch.setattr(engine, "PROGRESS_SECONDS", 0)  # as if each step took longer than the interval
+    train(replace(tiny_config, max_steps_per_epoch=3))
+    lines = [line.strip() for line in capsys.readouterr().err.splitlines() if line.startswith("  train ")]
+    assert [line.split(",")[0] for line in lines] == ["train 1/3 steps (33%)", "train 2/3 steps (67%)"]

@@ -22,6 +22,9 @@ from .distributed import barrier, gather, is_main, rank
 {% endif %}
 from .errors import ModelError, OutputError
 
+# the console script, as the stop message tells the user to run it
+SCRIPT = "{{ cookiecutter.project_slug }}"
+
 
 def rng_state(loader_generator: torch.Generator) -> dict:
     """Every random stream a run draws from; dropping any one of them breaks bitwise resume."""
@@ -217,6 +220,6 @@ class GracefulStop:
             name = signal.Signals(self.signal).name
             last = out / "last.pt"
             saved = f"{last} holds the last completed epoch" if last.exists() else "nothing was saved yet"
-            again = f"{{ cookiecutter.project_slug }} train --config {shlex.quote(str(out / 'config.yaml'))} --resume auto"
+            again = f"{SCRIPT} train --config {shlex.quote(str(out / 'config.yaml'))} --resume auto"
             print(f"stopped by {name}: {saved}; continue with: {again}", file=sys.stderr)
             raise SystemExit(128 + self.signal)

@@ -1,6 +1,8 @@
 """One training epoch and one evaluation pass. Statistics stay on the device until the epoch ends (T11/T43)."""
 
 import itertools
+import sys
+import time
 
 import torch
 from torch import nn
@@ -18,16 +20,40 @@ from .metrics import confusion_matrix
 ADVICE = "lower --lr{{ ' or --clip-grad-norm' if cookiecutter.use_grad_clipping else '' }} and start again"
 
 
+PROGRESS_SECONDS = 30  # without a terminal, a progress line this often
+
+
+class ProgressLines:
+    """Where a progress bar cannot show (a log file, a scheduler's output), a short line every PROGRESS_SECONDS:
+    a long epoch is not silent, and the log stays readable."""
+
+    def __init__(self, batches, total: int, description: str):
+        self.batches, self.total, self.description = batches, total, description
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __iter__(self):
+        start = last = time.monotonic()
+        for step, batch in enumerate(self.batches, 1):
+            yield batch
+            now = time.monotonic()
+            if now - last >= PROGRESS_SECONDS and step < self.total:
+                elapsed = f"{self.description} {step}/{self.total} steps ({step / self.total:.0%}), {now - start:.0f} s"
+                print(f"  {elapsed}", file=sys.stderr, flush=True)
+                last = now
+
+
 def _batches(loader, max_steps: int | None, description: str):
     steps = len(loader) if max_steps is None else min(max_steps, len(loader))
+    batches = itertools.islice(loader, steps)
 {% if cookiecutter.use_distributed %}
-    # tqdm hides itself when stdout is not a terminal (disable=None), and on every rank but 0.
-    disable = None if is_main() else True
-    return tqdm(itertools.islice(loader, steps), total=steps, desc=description, leave=False, disable=disable)
-{% else %}
-    # tqdm hides itself when stdout is not a terminal (disable=None), so logs stay clean.
-    return tqdm(itertools.islice(loader, steps), total=steps, desc=description, leave=False, disable=None)
+    if not is_main():  # rank 0 alone shows progress
+        return tqdm(batches, total=steps, disable=True)
 {% endif %}
+    if not sys.stderr.isatty():
+        return ProgressLines(batches, steps, description)
+    return tqdm(batches, total=steps, desc=description, leave=False)
 
 
 {% set loss_targets = "soft_targets" if cookiecutter.use_mixup else "targets" %}
