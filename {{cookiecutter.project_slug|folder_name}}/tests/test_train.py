@@ -92,4 +92,4 @@ def test_without_a_terminal_a_long_epoch_prints_progress_lines(tiny_config, caps
     monkeypatch.setattr(engine, "PROGRESS_SECONDS", 0)  # as if each step took longer than the interval
     train(replace(tiny_config, max_steps_per_epoch=3))
     lines = [line.strip() for line in capsys.readouterr().err.splitlines() if line.startswith("  train ")]
-    assert [line.split(",")[0] for line in lines] == ["train 1/3 steps (33%)", "train 2/3 steps (67%)"]
+    assert [line.split(",")[0] for line in lines] == ["train 1/3 steps (33 %)", "train 2/3 steps (67 %)"]

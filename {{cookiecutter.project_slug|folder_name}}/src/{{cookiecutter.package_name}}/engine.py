@@ -39,7 +39,8 @@ class ProgressLines:
             yield batch
             now = time.monotonic()
             if now - last >= PROGRESS_SECONDS and step < self.total:
-                elapsed = f"{self.description} {step}/{self.total} steps ({step / self.total:.0%}), {now - start:.0f} s"
+                percent = round(100 * step / self.total)
+                elapsed = f"{self.description} {step}/{self.total} steps ({percent} %), {now - start:.0f} s"
                 print(f"  {elapsed}", file=sys.stderr, flush=True)
                 last = now
 
