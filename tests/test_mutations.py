@@ -91,7 +91,7 @@ MUTATIONS = {
     ),
     "GPU ids not exported": (
         "runtime.py",
-        'os.environ["CUDA_VISIBLE_DEVICES"] = ids',
+        'os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids(gpus))',
         "pass",
         "tests/test_cli.py::test_gpu_ids_are_exported_before_cuda_starts_in_a_fresh_process",
     ),
