@@ -105,6 +105,10 @@ def find_checkpoint(resume: str | None, out: Path, quiet: bool = False) -> tuple
     return latest
 
 
+def _holds_checkpoints(out: Path) -> bool:
+    return any(candidate.is_file() for candidate in out.glob("*.pt"))  # a dangling link is no checkpoint
+
+
 def check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
     """Before anything is written (--overwrite skips this): a run folder is only ever continued from its own newest
     checkpoint, and a finished run only with more --epochs; another run's checkpoint never takes over a folder."""
@@ -115,7 +119,7 @@ def check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
                 f"{out} holds a finished run; pass --resume auto with more --epochs to continue it, "
                 "--overwrite to replace it, or another --output-dir"
             )
-        if any(path.is_file() for path in out.glob("*.pt")):
+        if _holds_checkpoints(out):
             raise OutputError(
                 f"{out} holds an unfinished run; pass --resume auto to continue it, "
                 "--overwrite to replace it, or another --output-dir"
@@ -123,7 +127,7 @@ def check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
         return
     path, state = found
     if path.resolve().parent != out.resolve():
-        if finished or any(path.is_file() for path in out.glob("*.pt")):
+        if finished or _holds_checkpoints(out):
             raise OutputError(f"{out} holds another run; continue {path} into an empty --output-dir or its own folder")
         return
     newest = find_checkpoint("auto", out, quiet=True) if cfg.resume != "auto" else found
