@@ -1,6 +1,7 @@
 """Helpers for the template's tests: baking renders and running what they contain."""
 
 import ast
+import functools
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from ruff.__main__ import find_ruff_bin
 
 try:
     import tomllib
@@ -20,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "{{cookiecutter.project_slug|folder_name}}"
 CONTEXT = json.loads((ROOT / "cookiecutter.json").read_text())
 SYSTEM_TEMP = Path(tempfile.gettempdir())  # read before conftest redirects this process's temp dir
+RUFF = find_ruff_bin()  # the binary itself: no Python start-up per check
 CHOICES = {key: value for key, value in CONTEXT.items() if isinstance(value, list) and not key.startswith("_")}
 
 
@@ -59,7 +62,7 @@ LEFTOVER_JINJA = ("{{", "}}", "{%", "%}", "cookiecutter.")
 def assert_valid_files(project: Path) -> None:
     """No leftover Jinja in any file; every Python file compiles and its imports of the package resolve;
     every TOML and YAML file parses."""
-    trees = {}
+    facts = {}
     for path in project.rglob("*"):
         if path.is_file():
             text = path.read_text()
@@ -67,14 +70,33 @@ def assert_valid_files(project: Path) -> None:
                 text = re.sub(r"\$\{\{[^{}]*\}\}", "", text)
             text = text.replace(".cookiecutter.json", "")  # the answers file's name is not a leftover
             assert not [token for token in LEFTOVER_JINJA if token in text], path
-            if path.suffix == ".py":
-                trees[path] = ast.parse(text, str(path))
-                compile(trees[path], str(path), "exec")
-            elif path.suffix == ".toml":
-                tomllib.loads(text)
-            elif path.suffix in (".yaml", ".yml"):
-                yaml.safe_load(text)
-    assert_imports_resolve(project, trees)
+            try:
+                found = _file_facts(path.suffix, text)
+            except Exception as exc:  # noqa: BLE001 (any parse error fails the render, named)
+                raise AssertionError(f"{path}: {exc}") from exc
+            if found is not None:
+                facts[path] = found
+    assert_imports_resolve(project, facts)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_facts(suffix: str, text: str) -> tuple | None:
+    """Parse one file; for Python, what resolving imports needs: (its imports from modules, its top-level names).
+    Cached by content: across the matrix most files repeat word for word, so each distinct text parses once."""
+    if suffix == ".toml":
+        tomllib.loads(text)
+    elif suffix in (".yaml", ".yml"):
+        yaml.safe_load(text)
+    if suffix != ".py":
+        return None
+    tree = ast.parse(text)
+    compile(tree, "<render>", "exec")
+    imports = tuple(
+        (node.level, node.module, tuple(alias.name for alias in node.names))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+    )
+    return imports, frozenset(_top_level_names(tree))
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
@@ -90,31 +112,29 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def assert_imports_resolve(project: Path, trees: dict[Path, ast.Module]) -> None:
+def assert_imports_resolve(project: Path, facts: dict[Path, tuple]) -> None:
     """Independently of the hook's table: every import of the package (relative in src/, absolute in tests/)
     names a module the render has and a name that module defines, and every module is imported somewhere.
     A table that deleted a needed file, or kept a file of a feature that is off, fails here."""
     package = package_of(project)
-    modules = {path.stem: tree for path, tree in trees.items() if path.parent == project / "src" / package}
+    modules = {path.stem: names for path, (_, names) in facts.items() if path.parent == project / "src" / package}
     imported = set()
-    for path, tree in trees.items():
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.ImportFrom):
-                continue
-            if node.level == 1:
-                module = node.module or ""
-            elif node.level == 0 and node.module and node.module.split(".")[0] == package:
-                module = node.module.partition(".")[2]
+    for path, (imports, _) in facts.items():
+        for level, from_module, names in imports:
+            if level == 1:
+                module = from_module or ""
+            elif level == 0 and from_module and from_module.split(".")[0] == package:
+                module = from_module.partition(".")[2]
             else:
                 continue
-            for alias in node.names:
+            for name in names:
                 if module:
                     assert module in modules, f"{path.relative_to(project)}: no module {package}.{module}"
-                    assert alias.name in _top_level_names(modules[module]), f"{path}: {module} lacks {alias.name}"
+                    assert name in modules[module], f"{path}: {module} lacks {name}"
                     imported.add(module)
                 else:
-                    assert alias.name in modules, f"{path.relative_to(project)}: no module {package}.{alias.name}"
-                    imported.add(alias.name)
+                    assert name in modules, f"{path.relative_to(project)}: no module {package}.{name}"
+                    imported.add(name)
     orphans = set(modules) - imported - {"__init__", "__main__"}
     assert not orphans, f"modules nothing imports (left over?): {sorted(orphans)}"
 
@@ -122,9 +142,7 @@ def assert_imports_resolve(project: Path, trees: dict[Path, ast.Module]) -> None
 def assert_ruff_clean(*projects: Path) -> None:
     """ruff check and ruff format --check, each project under its own pyproject settings, in one run."""
     for command in (["check", "--no-cache", "--quiet"], ["format", "--no-cache", "--check", "--quiet"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "ruff", *command, *map(str, projects)], capture_output=True, text=True
-        )
+        done = subprocess.run([RUFF, *command, *map(str, projects)], capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
 
 

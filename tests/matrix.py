@@ -2,14 +2,12 @@
 spread over it by a seeded draw (a covering design: the tests assert every boolean value meets every
 choice value and every text variant), plus every combination the pre-generation hook must refuse.
 
-Every accepted combination is rendered and checked; a covering sample of them is also smoke-trained: every
-5-way combination of trick values (and every trick value with every choice) trains at least once.
+Every accepted combination is rendered, checked and smoke-trained.
 """
 
 import itertools
 import random
 
-import numpy as np
 from helpers import CHOICES, REQUIRES, TRICKS
 
 GPU_IDS = ["0", "", "1", "0,1", "0,1,2,3", "cpu"]
@@ -58,30 +56,8 @@ def combinations() -> tuple[dict[str, dict], dict[str, dict]]:
 ACCEPTED, REJECTED = combinations()
 
 
-def covering_sample(rows: dict[str, dict], strength: int) -> list[str]:
-    """Greedy covering design: keep adding the combination that trains the most not-yet-trained cells, where a
-    cell is one value of `strength` tricks together, or one trick value with one choice, until every cell that
-    some accepted combination has is trained. For 5 tricks together, 97 of the 1,536 accepted combinations."""
-    names = sorted(rows)
-    subsets = list(itertools.combinations(TRICKS, strength))
-    pairs = [(trick, key) for trick in TRICKS for key in CHOICES]
-    keys = [
-        [(s, tuple(rows[n][t] for t in s)) for s in subsets] + [(p, (rows[n][p[0]], rows[n][p[1]])) for p in pairs]
-        for n in names
-    ]
-    index = {cell: i for i, cell in enumerate(sorted({cell for row in keys for cell in row}, key=repr))}
-    cells = np.array([[index[cell] for cell in row] for row in keys])
-    trained = np.zeros(len(index), dtype=bool)
-    chosen = []
-    while not trained.all():
-        best = int((~trained[cells]).sum(axis=1).argmax())  # the first of equals: deterministic
-        chosen.append(names[best])
-        trained[cells[best]] = True
-    return sorted(chosen)
-
-
-STRENGTH = 5
-SMOKED = covering_sample(ACCEPTED, STRENGTH)
-CHUNK = 48  # renders checked per test: one ruff run over all of them
-RENDER_CHUNKS = [sorted(ACCEPTED)[start : start + CHUNK] for start in range(0, len(ACCEPTED), CHUNK)]
+# Every model with every trick on and with every trick off, on top of the drawn models of the matrix.
+EXTREMES = {
+    f"{model}-{'all-on' if on else 'all-off'}": (model, on) for model in CHOICES["model"] for on in (True, False)
+}
 REJECTION_MESSAGES = {"use_sync_bn": "use_sync_bn synchronises BatchNorm across the processes of a multi-GPU job"}

@@ -90,7 +90,7 @@ def run(src: str, package: str, commands: list[list[str]], report: str, checks: 
         seen["exit_codes"].append(cli.main(argv))
         run_dir = Path(argv[argv.index("--output-dir") + 1])
         if (run_dir / "last.pt").exists():
-            seen["checkpoint_epochs"].append(torch.load(run_dir / "last.pt", weights_only=True)["epoch"])
+            seen["checkpoint_epochs"].append(torch.load(run_dir / "last.pt", weights_only=True, mmap=True)["epoch"])
     seen["mixed_inputs"] = model_trained_on_mixed_inputs()
     if (checks["frozen"] or checks["ema"]) and all(code == 0 for code in seen["exit_codes"]):
         # The initial weights of the run, rebuilt from its seed, against the trained and the averaged ones.
@@ -100,13 +100,13 @@ def run(src: str, package: str, commands: list[list[str]], report: str, checks: 
         cfg = config.TrainConfig(**config.load_config_file(run_dir / "config.yaml"))
         runtime.seed_everything(cfg.seed, cfg.deterministic)
         initial = models.build_model(cfg.model, 10, cfg.pretrained, cfg.init).state_dict()
-        trained = torch.load(run_dir / "model.pt", weights_only=True, map_location="cpu")
+        trained = torch.load(run_dir / "model.pt", weights_only=True, map_location="cpu", mmap=True)
         if checks["frozen"]:
             frozen = checks["frozen"] + "."
             names = [n for n in initial if n.startswith(frozen) and n.endswith(("weight", "running_mean"))]
             seen["frozen_unchanged"] = bool(names) and all(torch.equal(initial[n], trained[n]) for n in names)
         if checks["ema"]:
-            averaged = torch.load(run_dir / "ema.pt", weights_only=True, map_location="cpu")
+            averaged = torch.load(run_dir / "ema.pt", weights_only=True, map_location="cpu", mmap=True)
             moved = [n for n in trained if trained[n].is_floating_point() and not torch.equal(initial[n], trained[n])]
             # updated (not the initial weights) and averaged (not the last ones), wherever training moved them
             seen["ema_updated"] = bool(moved) and all(not torch.equal(averaged[n], initial[n]) for n in moved)

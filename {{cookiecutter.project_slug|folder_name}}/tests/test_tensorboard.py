@@ -13,7 +13,7 @@ def read_log(log_dir):
 
 
 def test_scalars_confusion_matrix_and_hyperparameters_reach_tensorboard(tiny_config, tmp_path):
-    result = train(replace(tiny_config, epochs=2))
+    result = train(replace(tiny_config, epochs=2, plots=True))
     log = read_log(tmp_path / "run" / "tensorboard")
     rows = result["metrics"]
     columns = {"train_loss": "loss/train", "val_loss": "loss/val", "val_acc": "accuracy/val", "lr": "lr/base"}
@@ -32,6 +32,12 @@ def test_scalars_confusion_matrix_and_hyperparameters_reach_tensorboard(tiny_con
     hyperparameters = log.PluginTagToContent("hparams")
     assert "_hparams_/session_start_info" in hyperparameters
     assert b"best_val_acc" in hyperparameters["_hparams_/experiment"]
+
+
+def test_no_plots_leaves_out_the_confusion_figure_only(tiny_config, tmp_path):
+    train(tiny_config)  # plots=False
+    log = read_log(tmp_path / "run" / "tensorboard")
+    assert "confusion_matrix" not in log.Tags()["images"] and log.Scalars("loss/train")
 
 
 def test_no_tensorboard_flag_writes_no_log(tiny_config, tmp_path):

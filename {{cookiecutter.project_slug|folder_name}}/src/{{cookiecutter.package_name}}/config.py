@@ -66,7 +66,11 @@ class TrainConfig:
     channels_last: bool = option(False, "channels-last memory format (faster convolutions on GPUs with AMP)")
     compile: bool = option(False, "torch.compile the model: slower first steps, faster ones after")
     patience: int | None = option(None, "stop early when val_acc has not improved for this many epochs")
+{% if cookiecutter.use_tensorboard %}
+    plots: bool = option(True, "draw learning_curves.png, confusion_matrix.png and TensorBoard's confusion figures")
+{% else %}
     plots: bool = option(True, "draw learning_curves.png and confusion_matrix.png at the end of the run")
+{% endif %}
     profile: bool = option(False, "record 5 training steps with torch.profiler into <output dir>/profile")
     detect_anomaly: bool = option(False, "autograd anomaly detection: name the operation behind a NaN gradient (slow)")
 {% if cookiecutter.use_amp %}

@@ -1,5 +1,6 @@
 """TensorBoard (T40): `tensorboard --logdir runs` shows every run's curves side by side."""
 
+import dataclasses
 from pathlib import Path
 
 import torch
@@ -24,14 +25,16 @@ def tag(column: str) -> str:
 
 
 class TensorBoardLog:
-    """Scalars and the confusion matrix every epoch; the hyper-parameters with the best accuracy at the end."""
+    """Scalars (and, with plots on, the confusion matrix) every epoch; the hyper-parameters with the best accuracy
+    at the end."""
 
-    def __init__(self, log_dir: Path, hyperparameters: dict):
+    def __init__(self, log_dir: Path, cfg):
         self.writer = SummaryWriter(log_dir)
+        self.figures = cfg.plots  # drawing one costs about half a second per epoch
         # add_hparams takes numbers, strings and booleans only
         self.hyperparameters = {
             key: value if isinstance(value, int | float | str | bool) else str(value)
-            for key, value in hyperparameters.items()
+            for key, value in dataclasses.asdict(cfg).items()
         }
 
     def log_epoch(self, row: dict, confusion: torch.Tensor, classes: list[str]) -> None:
@@ -39,7 +42,8 @@ class TensorBoardLog:
         for column, value in row.items():
             if column not in ("epoch", "seconds"):
                 self.writer.add_scalar(tag(column), value, epoch)
-        self.writer.add_figure("confusion_matrix", confusion_figure(confusion.tolist(), classes), epoch)
+        if self.figures:
+            self.writer.add_figure("confusion_matrix", confusion_figure(confusion.tolist(), classes), epoch)
         self.writer.flush()  # visible now, and kept if the run is killed
 
     def finish(self, best_val_acc: float) -> None:

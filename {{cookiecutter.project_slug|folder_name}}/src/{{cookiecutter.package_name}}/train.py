@@ -197,9 +197,9 @@ def train(cfg: TrainConfig) -> dict:
     loader = ProfiledLoader(data.train, out / "profile") if cfg.profile else data.train
 {% endif %}
 {% if cookiecutter.use_tensorboard and cookiecutter.use_distributed %}
-    board = TensorBoardLog(out / "tensorboard", dataclasses.asdict(cfg)) if cfg.tensorboard and is_main() else None
+    board = TensorBoardLog(out / "tensorboard", cfg) if cfg.tensorboard and is_main() else None
 {% elif cookiecutter.use_tensorboard %}
-    board = TensorBoardLog(out / "tensorboard", dataclasses.asdict(cfg)) if cfg.tensorboard else None
+    board = TensorBoardLog(out / "tensorboard", cfg) if cfg.tensorboard else None
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
     stop = GracefulStop()
