@@ -2,8 +2,12 @@ from dataclasses import replace
 
 import pytest
 import torch
+from torch import nn
 
+from {{ cookiecutter.package_name }} import inference
+from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.amp import autocast, make_scaler, resolve_precision
+from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.train import train
 
 CPU = torch.device("cpu")
@@ -40,3 +44,74 @@ def test_bf16_training_runs_the_forward_in_bf16_and_keeps_fp32_weights(tiny_conf
     assert all(p.dtype == torch.float32 for p in result["model"].parameters())  # the optimizer's copy stays fp32
     rows = result["metrics"]
     assert torch.isfinite(torch.tensor([rows[0]["train_loss"], rows[0]["val_loss"]])).all()
+
+
+@pytest.mark.parametrize(("capability", "accepted"), [((7, 5), False), ((8, 0), True), ((9, 0), True)])
+def test_bf16_needs_a_gpu_that_computes_it_natively(monkeypatch, capability, accepted):
+    """is_bf16_supported() says yes for a Turing GPU that emulates bf16; the compute capability tells."""
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Some GPU")
+    if accepted:
+        assert resolve_precision("bf16", torch.device("cuda", 0)) == "bf16"
+    else:
+        with pytest.raises(UserError, match="Some GPU has no native bf16 .*use --precision fp16"):
+            resolve_precision("bf16", torch.device("cuda", 0))
+
+
+def test_evaluate_of_an_fp16_run_on_the_cpu_autocasts_in_bf16(tiny_config, tmp_path, monkeypatch, capsys):
+    """The saved precision belongs to the training device; evaluation resolves it for its own."""
+    train(replace(tiny_config, precision="fp16"))  # on the CPU: trained in bf16, saved as such
+    config = tmp_path / "run" / "config.yaml"
+    config.write_text(config.read_text().replace("precision: bf16", "precision: fp16"))  # as a GPU run saves it
+    seen = []
+    real = inference.evaluate
+    monkeypatch.setattr(inference, "evaluate", lambda *args, **kwargs: seen.append(kwargs) or real(*args, **kwargs))
+    inference.evaluate_run(str(tmp_path / "run" / "model.pt"), CPU)
+    assert seen == [{"precision": "bf16"}]
+    assert "using bf16 on the CPU" in capsys.readouterr().err
+
+
+class OverflowOnce(torch.autograd.Function):
+    """The identity; its first backward makes every gradient infinite, as an fp16 overflow does."""
+
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        OverflowOnce.calls += 1
+        return grad * float("inf") if OverflowOnce.calls == 1 else grad
+
+
+class Overflow(nn.Module):
+    def forward(self, x):
+        return OverflowOnce.apply(x)
+
+
+def test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics(tiny_config, monkeypatch):
+    """fp16's GradScaler skips a step whose gradients overflowed and halves its scale; that step must not count.
+    A scaler on the CPU plays the part here (the GPU lane runs the real one)."""
+    scalers, build_model = [torch.amp.GradScaler("cpu")], train_module.build_model
+    monkeypatch.setattr(OverflowOnce, "calls", 0)
+    monkeypatch.setattr(train_module, "make_scaler", lambda *args: scalers[0])
+    monkeypatch.setattr(train_module, "build_model", lambda *args: nn.Sequential(build_model(*args), Overflow()))
+{% if cookiecutter.use_ema %}
+    averages, build_ema = [], train_module.build_ema
+    monkeypatch.setattr(train_module, "build_ema", lambda *args: averages.append(build_ema(*args)) or averages[-1])
+{% endif %}
+{% if cookiecutter.use_grad_clipping %}
+    result = train(replace(tiny_config, precision="bf16", clip_grad_norm=1.0))
+{% else %}
+    train(replace(tiny_config, precision="bf16"))
+{% endif %}
+    assert scalers[0].get_scale() == 2.0**16 / 2  # the first of the two steps was skipped
+{% if cookiecutter.use_grad_clipping %}
+    assert torch.isfinite(torch.tensor(result["metrics"][0]["grad_norm"]))  # the mean of the step taken only
+{% endif %}
+{% if cookiecutter.use_ema %}
+    assert int(averages[0].n_averaged) == 1  # the average followed the step that was taken, only
+{% endif %}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.checkpoint import SCRIPT
 from {{ cookiecutter.package_name }}.cli import main
@@ -276,3 +277,21 @@ def test_a_second_signal_stops_at_once(tmp_path):
             break
     job.communicate(timeout=120)
     assert job.returncode == 128 + signal.SIGINT
+
+
+def test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only(monkeypatch):
+    """One state for the GPU in use, not one per visible GPU: resuming where fewer GPUs are visible still works."""
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # a GPU run
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": torch.tensor([7], dtype=torch.uint8))
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: pytest.fail("saved every visible GPU's state"))
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device="cuda": restored.append(state))
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: pytest.fail("restored several GPUs' states"))
+    generator = torch.Generator()
+    state = checkpoint.rng_state(generator)
+    checkpoint.restore_rng(state, generator)
+    assert torch.equal(state["cuda"], torch.tensor([7], dtype=torch.uint8)) and restored == [state["cuda"]]
+
+
+def test_a_cpu_run_keeps_no_gpu_random_state():
+    assert "cuda" not in checkpoint.rng_state(torch.Generator())  # nothing initialised CUDA in this process

@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+from {{ cookiecutter.package_name }} import profiling
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.errors import TrainingDiverged
 from {{ cookiecutter.package_name }}.train import train
@@ -48,3 +49,13 @@ def test_detect_anomaly_names_the_operation_behind_a_nan_gradient(tiny_config, m
     # without it, the NaN shows only one step later, in the loss
     with pytest.raises(TrainingDiverged, match="at step 2"):
         train(replace(tiny_config, detect_anomaly=False, overwrite=True))
+
+
+def test_profile_records_cuda_activity_only_when_training_on_a_gpu(tiny_config, monkeypatch):
+    """A CPU run on a machine with a GPU profiles the CPU alone: the activities follow the training device."""
+    activities = []
+    real = profiling.profile
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU is visible ...
+    monkeypatch.setattr(profiling, "profile", lambda **kw: activities.append(kw["activities"]) or real(**kw))
+    train(replace(tiny_config, profile=True, device="cpu"))  # ... but the run trains on the CPU
+    assert activities == [[torch.profiler.ProfilerActivity.CPU]]

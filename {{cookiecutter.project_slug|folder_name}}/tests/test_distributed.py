@@ -43,7 +43,17 @@ def test_validation_shards_cover_every_image_exactly_once(monkeypatch, world, si
 )
 def test_one_worker_per_gpu_id_or_as_many_as_nproc(monkeypatch, answers, cuda, expected):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4 if cuda else 0)
     assert distributed.workers_wanted(TrainConfig(**answers)) == expected
+
+
+@pytest.mark.parametrize("answers", [{"gpus": "0,1"}, {"gpus": "0", "nproc": 2}])
+def test_more_workers_than_visible_gpus_is_one_clear_error(monkeypatch, answers):
+    """On a one-GPU machine, rank 1 would die in CUDA with 'invalid device ordinal' after a raw traceback."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(UserError, match="2 workers need 2 GPUs but 1 is visible with --gpus 0"):
+        distributed.workers_wanted(TrainConfig(**answers))
 
 
 def test_a_global_batch_must_divide_by_the_world(tiny_config, monkeypatch):

@@ -67,7 +67,11 @@ def test_bad_image_folders_exit_3(image_folder, tmp_path, capsys, how, workers, 
         (["--epochs", "0"], 2, "--epochs must be at least 1"),
         (["--lr", "1e30", "--momentum", "0"], 7, "the training loss became NaN or infinite at step"),
         pytest.param(
-            ["--device", "cuda"], 6, "no CUDA GPU is visible",
+            ["--device", "cuda", "--gpus", "0"], 6, "no CUDA GPU is visible with --gpus 0; check nvidia-smi",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA"),
+        ),
+        pytest.param(  # the prompt's answer for CPU only, with --device cuda: the message names --gpus
+            ["--device", "cuda", "--gpus", "cpu"], 6, "--gpus 'cpu' selects no GPU; pass e.g. --gpus 0",
             marks=pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA"),
         ),
     ],

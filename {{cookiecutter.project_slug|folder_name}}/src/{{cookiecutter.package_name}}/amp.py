@@ -12,8 +12,9 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def resolve_precision(precision: str, device: torch.device) -> str:
     """The precision this device can train in, or a clear refusal."""
-    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise DeviceError("this GPU cannot compute in bf16; use --precision fp16 (or fp32)")
+    if precision == "bf16" and device.type == "cuda" and not native_bf16(device):
+        name = torch.cuda.get_device_name(device)
+        raise DeviceError(f"{name} has no native bf16 (it needs compute capability 8.0 or later); use --precision fp16")
     if precision == "fp16" and device.type != "cuda":
         # CPUs have no loss scaling and slow fp16 kernels; bf16 is their mixed precision.
         print("fp16 mixed precision needs a CUDA GPU: using bf16 on the CPU.", file=sys.stderr)
@@ -21,11 +22,26 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     return precision
 
 
+def native_bf16(device: torch.device) -> bool:
+    """bf16 in hardware: Ampere (compute capability 8) or later. torch.cuda.is_bf16_supported() also says yes
+    for older GPUs that emulate it, far slower than fp16."""
+    return torch.cuda.get_device_capability(device)[0] >= 8
+
+
 def autocast(precision: str, device: torch.device):
     """Autocast for the device actually in use: a bare autocast("cuda") silently does nothing on a CPU."""
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=DTYPES[precision])
+
+
+def scaled_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> bool:
+    """The optimizer step through the scaler; False when fp16's scaler skipped it for inf/NaN gradients (it then
+    halves its scale, which is how this tells). The scaler decides on the host anyway: no extra wait for the GPU."""
+    scale = scaler.get_scale()
+    scaler.step(optimizer)
+    scaler.update()
+    return scaler.get_scale() >= scale
 
 
 def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:

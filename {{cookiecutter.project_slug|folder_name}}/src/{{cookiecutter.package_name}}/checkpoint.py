@@ -36,8 +36,8 @@ def rng_state(loader_generator: torch.Generator) -> dict:
         "python": random.getstate(),
         "loader": loader_generator.get_state(),
     }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if torch.cuda.is_initialized():  # a GPU run: the state of the GPU it trains on, whatever else is visible
+        state["cuda"] = torch.cuda.get_rng_state()
     return state
 
 
@@ -47,8 +47,8 @@ def restore_rng(state: dict, loader_generator: torch.Generator) -> None:
     np.random.set_state(("MT19937", state["numpy"].numpy().astype(np.uint32), position, has_gauss, gauss))
     random.setstate(state["python"])
     loader_generator.set_state(state["loader"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if "cuda" in state and torch.cuda.is_initialized():
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 {% if cookiecutter.use_distributed %}

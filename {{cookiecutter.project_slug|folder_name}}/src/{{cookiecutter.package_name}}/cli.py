@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> None:
             print(path)
         return
     select_gpus(args.gpus)
-    device = resolve_device(args.device)
+    device = resolve_device(args.device, args.gpus)
     if args.command == "evaluate":
         overrides = {k: getattr(args, k) for k in ("data", "data_root", "batch_size", "num_workers")}
         evaluate_run(args.weights, device, args.output_dir, **{k: v for k, v in overrides.items() if v is not None})

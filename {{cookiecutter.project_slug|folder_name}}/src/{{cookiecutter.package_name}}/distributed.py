@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import Sampler
 
 from .errors import DeviceError, UserError
-from .runtime import gpu_ids
+from .runtime import gpu_ids, no_visible_gpu
 
 
 def launched() -> bool:
@@ -32,12 +32,16 @@ def launched() -> bool:
 
 
 def workers_wanted(cfg) -> int:
-    """--nproc when given, else one worker per --gpus id when training on GPUs, else one."""
-    if cfg.nproc:
-        return cfg.nproc
-    if cfg.device == "cpu" or not torch.cuda.is_available():
-        return 1
-    return len(gpu_ids(cfg.gpus)) or 1
+    """--nproc when given, else one worker per --gpus id when training on GPUs, else one. On GPUs, never more
+    workers than visible GPUs: the extra ones would die in CUDA with 'invalid device ordinal'."""
+    cuda = cfg.device != "cpu" and torch.cuda.is_available()
+    workers = cfg.nproc or (len(gpu_ids(cfg.gpus)) or 1 if cuda else 1)
+    if cuda and workers > torch.cuda.device_count():
+        raise DeviceError(
+            f"{workers} workers need {workers} GPUs but {torch.cuda.device_count()} is visible with --gpus {cfg.gpus}; "
+            "pass ids that nvidia-smi lists, fewer --nproc, or --device cpu"
+        )
+    return workers
 
 
 def launch(workers: int, argv: list[str], package: str) -> None:
@@ -85,13 +89,13 @@ def _stores_on_loopback():
             module.TCPStore = original
 
 
-def setup(requested_device: str, timeout_seconds: int) -> torch.device | None:
+def setup(requested_device: str, gpus: str, timeout_seconds: int) -> torch.device | None:
     """Join the process group of a launched worker: NCCL on CUDA, gloo on CPUs. None when not launched."""
     if not launched():
         return None
     cuda = requested_device != "cpu" and torch.cuda.is_available()
     if requested_device == "cuda" and not cuda:
-        raise DeviceError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
+        raise no_visible_gpu(gpus)
     device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)

@@ -9,7 +9,7 @@ from torch import nn
 from tqdm import tqdm
 
 {% if cookiecutter.use_amp %}
-from .amp import autocast
+from .amp import autocast, scaled_step
 {% endif %}
 {% if cookiecutter.use_distributed %}
 from .distributed import all_reduce, is_main, sync_gradients
@@ -126,20 +126,21 @@ def train_one_epoch(
                 scaler.unscale_(optimizer)  # clip the true gradients, not the loss-scaled ones
 {% endif %}
                 parameters, norm_type = model.parameters(), cfg.clip_grad_norm_type
-                grad_norm_sum += nn.utils.clip_grad_norm_(parameters, cfg.clip_grad_norm, norm_type)
+                norm = nn.utils.clip_grad_norm_(parameters, cfg.clip_grad_norm, norm_type)
 {% endif %}
 {% if cookiecutter.use_amp %}
-            scaler.step(optimizer)
-            scaler.update()
+            stepped = scaled_step(scaler, optimizer)  # False when fp16's scaler skipped it: inf/NaN gradients
 {% else %}
             optimizer.step()
 {% endif %}
 {% if cookiecutter.use_ema %}
-            if ema:
+            if ema{{ ' and stepped' if cookiecutter.use_amp else '' }}:
                 ema.update_parameters(model)
 {% endif %}
 {% if cookiecutter.use_grad_clipping %}
-            updates += 1
+            if cfg.clip_grad_norm{{ ' and stepped' if cookiecutter.use_amp else '' }}:
+                grad_norm_sum += norm
+                updates += 1
 {% endif %}
         first_bad_step = torch.where((first_bad_step < 0) & ~loss.detach().isfinite(), steps + 1, first_bad_step)
         loss_sum += loss.detach() * len(targets)

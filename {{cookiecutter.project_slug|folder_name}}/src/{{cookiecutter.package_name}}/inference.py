@@ -10,6 +10,9 @@ import torch
 from PIL import Image, UnidentifiedImageError
 from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
 
+{% if cookiecutter.use_amp %}
+from .amp import resolve_precision
+{% endif %}
 from .config import TrainConfig, load_config_file
 from .data import build_data, build_transform
 from .engine import evaluate
@@ -44,7 +47,8 @@ def evaluate_run(weights: str, device: torch.device, output_dir: str | None = No
     if data.classes != classes:
         raise DataError(f"{cfg.data} has classes {data.classes}, the model was trained on {classes}")
 {% if cookiecutter.use_amp %}
-    stats = evaluate(model, data.val, device, len(classes), precision=cfg.precision)
+    precision = resolve_precision(cfg.precision, device)  # saved for the training device: fp16 has no CPU autocast
+    stats = evaluate(model, data.val, device, len(classes), precision=precision)
 {% else %}
     stats = evaluate(model, data.val, device, len(classes))
 {% endif %}

@@ -13,8 +13,8 @@ class ProfiledLoader:
     """Iterates like `loader`. In the first epoch, the `steps` steps after a warm-up step run under the profiler;
     the trace and the table are written as soon as they end."""
 
-    def __init__(self, loader, out: Path, steps: int = 5):
-        self.loader, self.out, self.steps, self.done = loader, out, steps, False
+    def __init__(self, loader, out: Path, device: torch.device, steps: int = 5):
+        self.loader, self.out, self.device, self.steps, self.done = loader, out, device, steps, False
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -26,12 +26,14 @@ class ProfiledLoader:
             return
         self.done = True
         yield from itertools.islice(batches, 1)  # first allocations and autotuning are not typical steps
-        cuda = torch.cuda.is_available()
+        cuda = self.device.type == "cuda"  # the training device, not merely a visible GPU
         profiler = profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda, record_shapes=True)
         profiler.start()
         try:
             yield from itertools.islice(batches, self.steps)
         finally:  # also when the epoch ends first
+            if cuda:
+                torch.cuda.synchronize(self.device)  # the kernels queued by the last steps belong in the trace
             profiler.stop()
             self.write(profiler, "self_cuda_time_total" if cuda else "self_cpu_time_total")
         yield from batches

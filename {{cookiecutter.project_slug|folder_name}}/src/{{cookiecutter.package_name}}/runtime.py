@@ -29,7 +29,14 @@ def select_gpus(gpus: str) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids(gpus))
 
 
-def resolve_device(requested: str) -> torch.device:
+def no_visible_gpu(gpus: str) -> DeviceError:
+    """--device cuda without a GPU to use, naming the --gpus answer that decided it."""
+    if not gpu_ids(gpus):
+        return DeviceError(f"--device cuda was asked for but --gpus {gpus!r} selects no GPU; pass e.g. --gpus 0")
+    return DeviceError(f"--device cuda was asked for but no CUDA GPU is visible with --gpus {gpus}; check nvidia-smi")
+
+
+def resolve_device(requested: str, gpus: str) -> torch.device:
     """`auto` picks the first visible GPU, else the CPU with one line saying so (T02)."""
     if torch.cuda.is_available() and requested != "cpu":
         if torch.cuda.device_count() > 1:
@@ -37,7 +44,7 @@ def resolve_device(requested: str) -> torch.device:
             print(notice, file=sys.stderr)
         return torch.device("cuda", 0)
     if requested == "cuda":
-        raise DeviceError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto")
+        raise no_visible_gpu(gpus)
     if requested == "auto":
         print("CUDA is not available: running on the CPU.", file=sys.stderr)  # stdout carries results only
     return torch.device("cpu")

@@ -114,13 +114,13 @@ def _save_results(out: Path, model: nn.Module, cfg: TrainConfig) -> None:
 
 def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_distributed %}
-    device = setup(cfg.device, cfg.dist_timeout) or resolve_device(cfg.device)
+    device = setup(cfg.device, cfg.gpus, cfg.dist_timeout) or resolve_device(cfg.device, cfg.gpus)
     seed_everything(cfg.seed, cfg.deterministic)
     cfg = broadcast(resolve(cfg))  # rank 0's output dir and statistics for every rank
     if cfg.batch_size % world_size():
         raise UserError(f"--batch-size {cfg.batch_size} is global and must divide by the {world_size()} processes")
 {% else %}
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.device, cfg.gpus)
     seed_everything(cfg.seed, cfg.deterministic)
     cfg = resolve(cfg)
 {% endif %}
@@ -192,9 +192,9 @@ def train(cfg: TrainConfig) -> dict:
 {% endif %}
     print(f"run folder: {out}")
 {% if cookiecutter.use_distributed %}
-    loader = ProfiledLoader(data.train, out / "profile") if cfg.profile and is_main() else data.train
+    loader = ProfiledLoader(data.train, out / "profile", device) if cfg.profile and is_main() else data.train
 {% else %}
-    loader = ProfiledLoader(data.train, out / "profile") if cfg.profile else data.train
+    loader = ProfiledLoader(data.train, out / "profile", device) if cfg.profile else data.train
 {% endif %}
 {% if cookiecutter.use_tensorboard and cookiecutter.use_distributed %}
     board = TensorBoardLog(out / "tensorboard", cfg) if cfg.tensorboard and is_main() else None
