@@ -33,8 +33,10 @@ def _watch(package: str, checks: dict, seen: dict):
     train_module = importlib.import_module(f"{package}.train")
     mixed, received = [], []
     seen |= {"losses": 0, "smoothed_losses": 0, "soft_targets": 0, "logits_dtypes": [], "step_norms": []}
+    seen["sync_bn_layers"] = 0
 
     def loss_hook(module, args, output):
+        seen["sync_bn_layers"] += isinstance(module, nn.SyncBatchNorm) and module.training  # forwards through one
         if isinstance(module, nn.CrossEntropyLoss) and module.reduction == "mean":  # the training loss
             logits, targets = args
             seen["losses"] += 1

@@ -65,8 +65,9 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
     tricks = [trick for trick in TRICKS if answers[trick]]
     run = out / "run"
     train = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--device", device]
+    train += ["--gpus", "0"] if device == "cuda" else []  # the GPU there is, whatever the render's default
     train += ["--num-workers", "0", "--no-plots", "--output-dir", str(run), *smoke_flags(tricks, answers["model"])]
-    train += ["--mean", *["0.5"] * 3, "--std", *["0.25"] * 3]  # the data's own statistics: the render's tests
+    train += ["--mean", *["0.5"] * 3, "--std", *["0.25"] * 3]  # measuring them: the render's own tests
     commands = [train]
     if answers["use_checkpointing"]:
         commands.append([*train, "--resume", "auto", "--epochs", "2"])
@@ -110,7 +111,10 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
     if answers["use_distributed"]:
         assert f"distributed: world size 1, backend {'gloo' if device == 'cpu' else 'nccl'}" in log
     if answers["use_sync_bn"]:
-        assert "SyncBatchNorm needs several CUDA processes: keeping BatchNorm" in log  # one process: the decision
+        if device == "cpu":
+            assert "SyncBatchNorm needs a distributed CUDA job: keeping BatchNorm" in log
+        else:  # a one-process CUDA group: converted and trained through
+            assert seen["sync_bn_layers"] > 0 and "keeping BatchNorm" not in log
     if answers["use_freezing"]:
         assert seen["frozen_unchanged"] and "frozen parameters:" in log
     if answers["use_layerwise_lr"]:

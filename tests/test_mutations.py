@@ -173,6 +173,36 @@ MUTATIONS = {
         "_ = torch.where(",
         "tests/test_checkpoint.py::test_a_diverging_run_keeps_the_last_good_checkpoint",
     ),
+    "a step fp16's scaler skipped still moves the EMA": (
+        "engine.py",
+        "if ema and stepped:",
+        "if ema:",
+        "tests/test_amp.py::test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics",
+    ),
+    "a step fp16's scaler skipped still counts in grad_norm": (
+        "engine.py",
+        "if cfg.clip_grad_norm and stepped:",
+        "if cfg.clip_grad_norm:",
+        "tests/test_amp.py::test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics",
+    ),
+    "more workers than visible GPUs": (
+        "distributed.py",
+        "if cuda and workers > torch.cuda.device_count():",
+        "if False:",
+        "tests/test_distributed.py::test_more_workers_than_visible_gpus_is_one_clear_error",
+    ),
+    "every visible GPU's random state": (
+        "checkpoint.py",
+        'state["cuda"] = torch.cuda.get_rng_state()',
+        'state["cuda"] = torch.cuda.get_rng_state_all()',
+        "tests/test_checkpoint.py::test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only",
+    ),
+    "the EMA counter read on the host": (
+        "ema.py",
+        "* (updates > 0)",
+        "* float(updates > 0)",
+        "tests/test_ema.py::test_an_update_reads_nothing_on_the_host",
+    ),
 }
 # The optimizer lines live in optim.py; a 3-tuple names no file.
 MUTATIONS = {name: spec if len(spec) == 4 else ("optim.py", *spec) for name, spec in MUTATIONS.items()}

@@ -72,11 +72,13 @@ def test_gpu_ids_are_exported_before_cuda_starts_in_a_fresh_process(tmp_path):
     probe = (
         "import os, torch\n"
         "from {{ cookiecutter.package_name }} import cli\n"
-        "cli.train = lambda cfg: print(os.environ['CUDA_VISIBLE_DEVICES'], torch.cuda.is_initialized())\n"
-        "raise SystemExit(cli.main(['train', '--gpus', '2,3']))\n"
+        "seen = lambda cfg: print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['CUBLAS_WORKSPACE_CONFIG'])\n"
+        "cli.train = lambda cfg: seen(cfg) or print(torch.cuda.is_initialized())\n"
+        "raise SystemExit(cli.main(['train', '--gpus', '2,3', '--deterministic']))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1])}
     env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.pop("CUBLAS_WORKSPACE_CONFIG", None)
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["2,3", "False"]
+    assert done.stdout.split() == ["2,3", ":4096:8", "False"]  # deterministic cuBLAS needs it before it starts

@@ -167,3 +167,14 @@ def test_a_one_machine_job_listens_on_loopback_only(tmp_path):
         time.sleep(0.2)
     assert job.wait(timeout=300) == 0, job.stderr.read()
     assert seen and seen <= LOOPBACK, f"listening beyond loopback: {seen - LOOPBACK}"
+
+
+@pytest.mark.parametrize(("local_rank", "order"), [("0", ["download", "barrier"]), ("1", ["barrier", "download"])])
+def test_local_rank_0_downloads_first_and_the_others_wait_for_it(monkeypatch, local_rank, order):
+    """Every rank downloading torchvision's files at once races on the same paths on the first run."""
+    events = []
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    monkeypatch.setattr(distributed, "barrier", lambda: events.append("barrier"))
+    with distributed.local_main_first():
+        events.append("download")
+    assert events == order

@@ -28,6 +28,22 @@ def test_each_update_follows_the_ema_formula_for_weights_and_batchnorm_statistic
     assert build_ema(model, decay=0.0) is None
 
 
+def test_an_update_reads_nothing_on_the_host(monkeypatch):
+    """torch's own AveragedModel reads its step counter on the host at every update: on a GPU, a wait per step."""
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    ema = build_ema(model, decay=0.9)
+
+    def host_read(*args, **kwargs):
+        raise AssertionError("an EMA update read a tensor on the host")
+
+    with monkeypatch.context() as patched:
+        for name in ("__bool__", "item", "tolist", "__int__", "__float__"):
+            patched.setattr(torch.Tensor, name, host_read)
+        ema.update_parameters(model)
+        ema.update_parameters(model)
+    assert int(ema.n_averaged) == 2
+
+
 def test_the_average_is_evaluated_every_epoch_and_saved(tiny_config, tmp_path):
     result = train(replace(tiny_config, epochs=2, ema_decay=0.5))
     run = tmp_path / "run"

@@ -7,6 +7,7 @@ import torch
 import yaml
 from PIL import Image
 
+from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
 
 SMOKE = ["--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "4", "--device", "cpu"]
@@ -166,3 +167,18 @@ def test_weights_of_another_model_and_broken_files_exit_4(tmp_path, capsys):
     Image.new("RGB", (8, 8)).save(tmp_path / "ok.png")
     code, err = run_main(["predict", "--weights", str(tmp_path / "missing.pt"), str(tmp_path / "ok.png")], capsys)
     assert code == 4
+
+
+def test_an_operation_without_a_deterministic_kernel_is_named_in_one_line(tmp_path, capsys, monkeypatch):
+    """Under --deterministic, PyTorch refuses such an operation (several CUDA backward passes) with a traceback."""
+
+    def refused(*args):
+        raise RuntimeError(
+            "adaptive_avg_pool2d_backward_cuda does not have a deterministic implementation, but you set "
+            "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this operation..."
+        )
+
+    monkeypatch.setattr(train_module, "train_one_epoch", refused)
+    code, err = run_main(["train", *SMOKE, "--deterministic", "--output-dir", str(tmp_path / "run")], capsys)
+    assert code == 6
+    assert_one_line(err, "--deterministic: adaptive_avg_pool2d_backward_cuda has no deterministic implementation")

@@ -3,7 +3,7 @@ import torch.distributed as dist
 from torch import nn
 
 from {{ cookiecutter.package_name }}.models import SmallCNN
-from {{ cookiecutter.package_name }}.sync_bn import convert_sync_bn
+from {{ cookiecutter.package_name }}.sync_bn import convert_sync_bn, is_distributed_cuda
 
 
 def test_conversion_keeps_weights_and_buffers_under_a_process_group(tmp_path, monkeypatch):
@@ -33,3 +33,13 @@ def test_cpu_keeps_batchnorm_and_says_so_once(capsys):
 def test_switched_off_at_run_time_says_nothing(capsys):
     convert_sync_bn(SmallCNN(10), torch.device("cpu"), enabled=False)
     assert capsys.readouterr() == ("", "")
+
+
+def test_the_decision_converts_in_a_cuda_process_group_of_any_size_only(tmp_path, monkeypatch):
+    cuda = torch.device("cuda", 0)
+    assert not is_distributed_cuda(cuda)  # no process group: one plain process
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        assert is_distributed_cuda(cuda) and not is_distributed_cuda(torch.device("cpu"))
+    finally:
+        dist.destroy_process_group()

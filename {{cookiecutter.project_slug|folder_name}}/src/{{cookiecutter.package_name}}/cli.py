@@ -13,7 +13,7 @@ from .distributed import launch, launched, workers_wanted
 from .errors import UserError
 from .inference import evaluate_run, extract_features, predict
 from .plots import plot_run
-from .runtime import resolve_device, select_gpus
+from .runtime import explaining_nondeterministic_kernels, resolve_device, select_gpus
 from .train import train
 
 
@@ -76,14 +76,15 @@ def run(args: argparse.Namespace) -> None:
         cfg = make_config(values, getattr(args, "config", None))
 {% if cookiecutter.use_distributed %}
         if not launched():  # torchrun's workers inherit the launcher's CUDA_VISIBLE_DEVICES
-            select_gpus(cfg.gpus)
+            select_gpus(cfg.gpus, cfg.deterministic)
             if workers_wanted(cfg) > 1:
                 launch(workers_wanted(cfg), argv, __package__)
                 return
 {% else %}
-        select_gpus(cfg.gpus)
+        select_gpus(cfg.gpus, cfg.deterministic)
 {% endif %}
-        train(cfg)
+        with explaining_nondeterministic_kernels():
+            train(cfg)
         return
 
     if args.command == "plot":

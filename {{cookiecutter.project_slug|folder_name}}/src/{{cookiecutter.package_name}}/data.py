@@ -16,7 +16,7 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 {% if cookiecutter.use_distributed %}
-from .distributed import ShardSampler, is_distributed, world_size
+from .distributed import ShardSampler, is_distributed, local_main_first, world_size
 {% endif %}
 from .errors import DataError
 from .runtime import seed_worker
@@ -128,7 +128,12 @@ def _open_dataset(source: str, root: str, train: bool, seed: int):
         return SyntheticImages(SYNTHETIC_TRAIN if train else SYNTHETIC_VAL, seed=seed + (0 if train else 1))
     if source in DOWNLOADABLE:
         try:
+{% if cookiecutter.use_distributed %}
+            with local_main_first():  # one download per machine, not every rank racing to write the same files
+                return DOWNLOADABLE[source](root, train=train, download=True)
+{% else %}
             return DOWNLOADABLE[source](root, train=train, download=True)
+{% endif %}
         except (URLError, OSError, RuntimeError) as exc:
             raise DataError(
                 f"could not download {source} into {root} ({exc}); connect to the internet once "

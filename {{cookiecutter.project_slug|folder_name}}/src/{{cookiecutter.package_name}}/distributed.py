@@ -133,6 +133,19 @@ def barrier() -> None:
         dist.barrier()
 
 
+@contextlib.contextmanager
+def local_main_first():
+    """Local rank 0 runs the block first (a download), then the other ranks of its machine: they find the files."""
+    first = int(os.environ.get("LOCAL_RANK", "0")) == 0
+    if not first:
+        barrier()
+    try:
+        yield
+    finally:
+        if first:  # also when it failed: the others then try, and say why themselves
+            barrier()
+
+
 def all_reduce(tensor: torch.Tensor) -> torch.Tensor:
     """Sum over ranks, in place; a no-op in a single process."""
     if dist.is_initialized():

@@ -128,8 +128,10 @@ def train_one_epoch(
                 parameters, norm_type = model.parameters(), cfg.clip_grad_norm_type
                 norm = nn.utils.clip_grad_norm_(parameters, cfg.clip_grad_norm, norm_type)
 {% endif %}
-{% if cookiecutter.use_amp %}
+{% if cookiecutter.use_amp and (cookiecutter.use_ema or cookiecutter.use_grad_clipping) %}
             stepped = scaled_step(scaler, optimizer)  # False when fp16's scaler skipped it: inf/NaN gradients
+{% elif cookiecutter.use_amp %}
+            scaled_step(scaler, optimizer)
 {% else %}
             optimizer.step()
 {% endif %}

@@ -1,5 +1,6 @@
 """Process set-up: which GPUs are visible, which device to use, and every random seed."""
 
+import contextlib
 import os
 import random
 import re
@@ -12,6 +13,24 @@ import torch
 from .errors import DeviceError, UserError
 
 GPU_IDS = re.compile(r"\d+(,\d+)*")
+DETERMINISTIC_CUBLAS = ":4096:8"  # what deterministic cuBLAS needs (CUDA >= 10.2)
+NO_DETERMINISTIC_KERNEL = "does not have a deterministic implementation"
+
+
+@contextlib.contextmanager
+def explaining_nondeterministic_kernels():
+    """--deterministic makes PyTorch refuse an operation that has no deterministic kernel (several CUDA backward
+    passes): one line naming it and the way out, instead of a traceback."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if NO_DETERMINISTIC_KERNEL not in str(exc):
+            raise
+        operation = str(exc).split(NO_DETERMINISTIC_KERNEL)[0].split()[-1]
+        raise DeviceError(
+            f"--deterministic: {operation} has no deterministic implementation on this device, so this model cannot "
+            "train bitwise repeatably here; drop --deterministic (the run stays seeded)"
+        ) from None
 
 
 def gpu_ids(gpus: str) -> list[str]:
@@ -24,9 +43,12 @@ def gpu_ids(gpus: str) -> list[str]:
     return ids.split(",")
 
 
-def select_gpus(gpus: str) -> None:
-    """Export `gpus` as CUDA_VISIBLE_DEVICES; must run before anything initialises CUDA (T01)."""
+def select_gpus(gpus: str, deterministic: bool = False) -> None:
+    """Export `gpus` as CUDA_VISIBLE_DEVICES (T01), and for --deterministic cuBLAS's fixed workspace (T04): both
+    are read once, when CUDA and cuBLAS start, so this runs before anything else."""
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids(gpus))
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", DETERMINISTIC_CUBLAS)
 
 
 def no_visible_gpu(gpus: str) -> DeviceError:
@@ -55,8 +77,8 @@ def seed_everything(seed: int, deterministic: bool) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    if deterministic:
-        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    if deterministic:  # for train() called directly; the command line set it before CUDA started
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", DETERMINISTIC_CUBLAS)
     torch.use_deterministic_algorithms(deterministic)
     torch.backends.cudnn.deterministic = deterministic
     torch.backends.cudnn.benchmark = not deterministic

@@ -7,8 +7,10 @@ from torch import nn
 
 
 def is_distributed_cuda(device: torch.device) -> bool:
+    """A CUDA process group of any size: with one process SyncBatchNorm computes what BatchNorm does, so a job
+    behaves the same whether it runs on one GPU or several."""
     dist = torch.distributed
-    return device.type == "cuda" and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    return device.type == "cuda" and dist.is_available() and dist.is_initialized()
 
 
 def convert_sync_bn(model: nn.Module, device: torch.device, enabled: bool = True) -> nn.Module:
@@ -17,5 +19,5 @@ def convert_sync_bn(model: nn.Module, device: torch.device, enabled: bool = True
         return model
     if is_distributed_cuda(device):
         return nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    print("SyncBatchNorm needs several CUDA processes: keeping BatchNorm for this run.", file=sys.stderr)
+    print("SyncBatchNorm needs a distributed CUDA job: keeping BatchNorm for this run.", file=sys.stderr)
     return model
