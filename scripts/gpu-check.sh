@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One command for a machine with a CUDA GPU: the template's GPU lane (every smoke-trained combination on CUDA),
-# the generated all-on repo's own suite, and a set of direct CUDA runs of its command line, then one summary.
+# One command for a machine with a CUDA GPU, meant to finish within 8 minutes on one recent GPU: the template's GPU
+# lane (every accepted combination smoke-trained on CUDA), the generated all-on repo's own suite, direct CUDA runs
+# of its command line, and the benchmark's CUDA path in a short mode (bare loop against the generated one), then
+# one summary: combinations run, failures, images/s, wall time.
 #
 #   bash scripts/gpu-check.sh          # uses .venv when scripts/setup.sh made one, else the system python3
 #
@@ -22,9 +24,9 @@ $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_av
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$LOGS/env.txt" 2>&1
 
 # 1. The template's GPU lane.
-workers=$(( $(nproc) > 8 ? 8 : $(nproc) ))
-timeout "${LANE_TIMEOUT:-240}" $PY -m pytest tests/test_matrix.py tests/test_distributed.py -m gpu -n "$workers" \
-    -p no:cacheprovider -q --timeout 200 -o addopts="" >"$LOGS/lane.log" 2>&1
+workers=$(( $(nproc) > 12 ? 12 : $(nproc) ))  # each case is mostly CPU work around a short CUDA run
+timeout "${LANE_TIMEOUT:-300}" $PY -m pytest tests/test_matrix.py tests/test_distributed.py -m gpu -n "$workers" \
+    -p no:cacheprovider -q -rf --timeout 200 -o addopts="" >"$LOGS/lane.log" 2>&1
 lane_rc=$?
 
 # 2. The all-on render: its own suite and direct CUDA runs.
@@ -36,7 +38,7 @@ $PY -c "import sys; sys.path.insert(0, '.'); from cookiecutter.cli import main; 
     $on amp_precision=fp16 gpu_ids=0 >"$LOGS/render.log" 2>&1
 cd "$RENDERS/my-project" || exit 1
 export PYTHONPATH=$PWD/src:${PYTHONPATH:-}
-timeout "${SUITE_TIMEOUT:-150}" $PY -m pytest -q -n "$workers" -p no:cacheprovider -x --timeout 120 \
+timeout "${SUITE_TIMEOUT:-120}" $PY -m pytest -q -n "$workers" -p no:cacheprovider -rf --timeout 100 \
     >"$LOGS/generated-suite.log" 2>&1
 suite_rc=$?
 common=(train --device cuda --epochs 2 --max-steps-per-epoch 4 --batch-size 16 --no-plots --num-workers 2)
@@ -65,8 +67,30 @@ direct evaluate $PY -m my_project evaluate --weights runs/fp16/model.pt --device
 direct evaluate-cpu $PY -m my_project evaluate --weights runs/fp16/model.pt --device cpu --output-dir runs/evalcpu
 cd - >/dev/null
 
-echo "=== gpu-check summary ($(($(date +%s) - started)) s)"
+# 3. The benchmark's CUDA path, short: images/s of the bare PyTorch loop and of the generated one.
+declare -a rates
+for model in small_cnn resnet18; do
+    for loop in bare generated; do
+        rate=$(timeout 120 $PY benchmarks/bench.py --one "$loop" "$model" --src "$RENDERS/my-project/src" \
+            --images 16384 --epochs 2 2>>"$LOGS/bench.log" | tee -a "$LOGS/bench.log" |
+            $PY -c "import json, sys; print(round(json.load(sys.stdin)['images_per_second']))" 2>/dev/null)
+        rates+=("$model $loop ${rate:-failed}")
+    done
+done
+
+lane_cases=$(grep -Eo '[0-9]+ (passed|failed)' "$LOGS/lane.log" | awk '{n += $1} END {print n + 0}')
+lane_failed=$(grep -Eo '[0-9]+ failed' "$LOGS/lane.log" | awk '{n += $1} END {print n + 0}')
+direct_failed=0
+for i in "${!names[@]}"; do
+    expected=0
+    case ${names[$i]} in nproc2-one-gpu | gpus-empty) expected=6 ;; esac  # refused with one line, exit 6
+    [ "${codes[$i]}" = "$expected" ] || direct_failed=$((direct_failed + 1))
+done
+echo "=== gpu-check summary"
 cat "$LOGS/env.txt"
-echo "lane (pytest -m gpu): exit $lane_rc; $(grep -E 'combination matrix|passed|failed|skipped' "$LOGS/lane.log" | tail -n 2 | tr '\n' ' ')"
+echo "lane (pytest -m gpu): exit $lane_rc; $(grep 'combination matrix' "$LOGS/lane.log" | tail -n 1)"
+echo "lane: $lane_cases cases run, $lane_failed failed; $(tail -n 1 "$LOGS/lane.log")"
 echo "generated suite: exit $suite_rc; $(tail -n 1 "$LOGS/generated-suite.log")"
 for i in "${!names[@]}"; do echo "direct ${names[$i]}: exit ${codes[$i]}"; done
+for rate in "${rates[@]}"; do echo "benchmark images/s: $rate"; done
+echo "failures: lane $lane_failed, generated suite exit $suite_rc, direct runs $direct_failed; wall time $(($(date +%s) - started)) s"
