@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import answers_for, baked_project, epochs_trained, package_of
+from helpers import TRICKS, answers_for, baked_project, epochs_trained, package_of, run_in
 
 pytestmark = pytest.mark.slow
 
@@ -235,3 +235,16 @@ def test_two_gpus_with_nccl(project, tmp_path):
     args = ["-m", package_of(project), "train", "--epochs", "1", "--max-steps-per-epoch", "3"]
     done = torchrun(project, 2, *args, "--output-dir", str(tmp_path / "run"))
     assert "distributed: world size 2, backend nccl" in done.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs a machine with at least 2 GPUs")
+def test_all_on_through_the_gpus_launcher_with_channels_last_compile_and_deterministic(cookies, tmp_path):
+    """The short form a user types: `train --gpus 0,1` starts the workers itself; SyncBN converted for real."""
+    project = baked_project(cookies, **answers_for(TRICKS))
+    run = tmp_path / "run"
+    args = ["train", "--gpus", "0,1", "--device", "cuda", "--epochs", "2", "--max-steps-per-epoch", "3"]
+    args += ["--channels-last", "--compile", "--deterministic", "--sync-bn", "--output-dir", str(run)]
+    done = run_in(project, "-m", package_of(project), *args, timeout=600)
+    assert "distributed: world size 2, backend nccl" in done.stdout and "keeping BatchNorm" not in done.stderr
+    assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 2
