@@ -6,6 +6,7 @@ import pytest
 import torch
 import yaml
 from PIL import Image
+from torch import nn
 
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
@@ -182,3 +183,28 @@ def test_an_operation_without_a_deterministic_kernel_is_named_in_one_line(tmp_pa
     code, err = run_main(["train", *SMOKE, "--deterministic", "--output-dir", str(tmp_path / "run")], capsys)
     assert code == 6
     assert_one_line(err, "--deterministic: adaptive_avg_pool2d_backward_cuda has no deterministic implementation")
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("vit_b_16", "the model needs 224 px images, not 32 px: pass --image-size 224"),
+        ("one_channel", "the model takes 1-channel images, the data gives 3-channel ones"),
+        ("five_classes", "the model gives 5 class scores for 10 classes"),
+    ],
+)
+def test_data_and_model_that_do_not_fit_stop_before_the_first_step(tmp_path, capsys, monkeypatch, model, message):
+    """T47: one image through the model before training, one line naming what differs (and the flag to change)."""
+    build = train_module.build_model
+    odd = {
+        "one_channel": lambda: nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten()),  # made for grey images
+        "five_classes": lambda: build("small_cnn", 5),
+    }
+    if model in odd:
+        monkeypatch.setattr(train_module, "build_model", lambda *args: odd[model]())
+    steps = []
+    monkeypatch.setattr(train_module, "train_one_epoch", lambda *args: steps.append(1))
+    name = "vit_b_16" if model == "vit_b_16" else "small_cnn"
+    code, err = run_main(["train", *SMOKE, "--model", name, "--output-dir", str(tmp_path / "run")], capsys)
+    assert code == 4 and not steps
+    assert_one_line(err, message)

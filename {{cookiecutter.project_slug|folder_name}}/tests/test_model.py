@@ -7,10 +7,13 @@ import torchvision
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from {{ cookiecutter.package_name }} import train as train_module
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.models import (
     SmallCNN,
     build_model,
+    init_from,
     init_weights,
     load_state_dict,
     load_weights,
@@ -110,3 +113,47 @@ def test_pretrained_weights_offline_are_one_clear_error(monkeypatch):
     monkeypatch.setattr(torchvision.models, "get_model", offline)
     with pytest.raises(UserError, match="could not download pretrained weights for resnet18"):
         build_model("resnet18", 10, pretrained=True)
+
+
+def test_init_from_takes_every_tensor_that_fits_and_reports_the_head_it_leaves(tmp_path, capsys):
+    """T17: a 10-class model started from a 5-class file of the same architecture (saved by DDP)."""
+    torch.manual_seed(1)
+    source = build_model("resnet18", 5)
+    torch.save({f"module.{k}": v for k, v in source.state_dict().items()}, tmp_path / "five.pt")
+    torch.manual_seed(2)
+    target = build_model("resnet18", 10)
+    fresh_head = target.fc.weight.clone()
+    init_from(target, str(tmp_path / "five.pt"))
+    expected = source.state_dict()
+    backbone = {k: v for k, v in target.state_dict().items() if not k.startswith("fc.")}
+    assert backbone and all(torch.equal(v, expected[k]) for k, v in backbone.items())  # bitwise the source's
+    assert torch.equal(target.fc.weight, fresh_head)  # left as built
+    err = capsys.readouterr().err
+    assert f"loaded {len(backbone)} of this model's {len(backbone) + 2} tensors" in err
+    assert "other shape (left as built): fc.weight, fc.bias" in err
+
+
+def test_init_from_a_file_of_another_model_is_one_error(tmp_path):
+    torch.save(SmallCNN(3).state_dict(), tmp_path / "small.pt")
+    with pytest.raises(UserError, match="no tensor matches this model by name and shape"):
+        init_from(build_model("resnet18", 10), str(tmp_path / "small.pt"))
+
+
+def test_a_run_starts_from_another_runs_weights(tiny_config, tmp_path):
+    first = train(replace(tiny_config, output_dir=str(tmp_path / "first")))["model"].state_dict()
+    config = TrainConfig(**{**tiny_config.__dict__, "init_from": str(tmp_path / "first" / "model.pt"), "epochs": 1})
+    started, check = {}, train_module.check_fits
+
+    def weights_at_the_start(model, *args):  # check_fits runs right after init_from, before any step
+        started.update({k: v.clone() for k, v in model.state_dict().items()})
+        check(model, *args)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(train_module, "check_fits", weights_at_the_start)
+        train(config)
+    assert all(torch.equal(first[k], started[k]) for k in first)
+    assert "init_from" not in (tmp_path / "run" / "config.yaml").read_text()  # how one run started, like --resume
+{% if cookiecutter.use_checkpointing %}
+    with pytest.raises(UserError, match="--init-from starts a new run from other weights, --resume continues"):
+        replace(config, resume="auto")
+{% endif %}

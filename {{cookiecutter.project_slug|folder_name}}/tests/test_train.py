@@ -5,11 +5,13 @@ from dataclasses import replace
 import pytest
 import torch
 import yaml
+from torch import nn
 
 from {{ cookiecutter.package_name }} import engine
 from {{ cookiecutter.package_name }}.config import TrainConfig, load_config_file, make_config
 from {{ cookiecutter.package_name }}.data import SyntheticImages
 from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.optim import L1Penalty
 from {{ cookiecutter.package_name }}.metrics import confusion_matrix, per_class_report
 from {{ cookiecutter.package_name }}.models import SmallCNN, build_model
 from {{ cookiecutter.package_name }}.optim import build_optimizer, warmup_cosine
@@ -93,3 +95,23 @@ def test_without_a_terminal_a_long_epoch_prints_progress_lines(tiny_config, caps
     train(replace(tiny_config, max_steps_per_epoch=3))
     lines = [line.strip() for line in capsys.readouterr().err.splitlines() if line.startswith("  train ")]
     assert [line.split(",")[0] for line in lines] == ["train 1/3 steps (33 %)", "train 2/3 steps (67 %)"]
+
+
+def test_l1_adds_the_hand_computed_penalty_of_trainable_weights_only():
+    """T35: kernels and matrices; not biases, not normalisation parameters, not frozen weights."""
+    model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(8, 4))
+    model[0].weight.requires_grad_(False)  # frozen
+    criterion = L1Penalty(nn.CrossEntropyLoss(), model, 0.01)
+    logits, targets = torch.randn(5, 4), torch.randint(0, 4, (5,))
+    expected = nn.functional.cross_entropy(logits, targets) + 0.01 * model[3].weight.abs().sum()
+    assert torch.allclose(criterion(logits, targets), expected)
+
+
+def test_a_strong_l1_shrinks_the_weights_and_is_logged(tiny_config, tmp_path):
+    def weight_sum(result) -> float:
+        return sum(p.abs().sum().item() for p in result["model"].parameters() if p.ndim > 1)
+
+    plain = train(replace(tiny_config, max_steps_per_epoch=4, output_dir=str(tmp_path / "plain")))
+    shrunk = train(replace(tiny_config, max_steps_per_epoch=4, l1=0.05))
+    assert weight_sum(shrunk) < weight_sum(plain)
+    assert "l1_penalty" not in plain["metrics"][0] and shrunk["metrics"][0]["l1_penalty"] > 0

@@ -30,6 +30,7 @@ class TrainConfig:
     data_root: str = option("data", "where cifar10/mnist/fashion_mnist are downloaded")
     model: str = option("{{ cookiecutter.model | escaped }}", "small_cnn or any torchvision classification model")
     pretrained: bool = option(False, "start from torchvision's ImageNet weights")
+    init_from: str | None = option(None, "start from the weights in this file wherever name and shape match")
     init: str = option(
         "default",
         "weight init for models trained from scratch",
@@ -51,6 +52,7 @@ class TrainConfig:
     lr: float | None = option(None, "learning rate (auto: 0.05 for sgd, 0.001 for adamw)")
     momentum: float = option(0.9, "SGD momentum (Nesterov)")
     weight_decay: float = option(5e-4, "weight decay (never applied to biases and norm weights)")
+    l1: float = option(0.0, "adds L1 x the sum of |weights| to the loss (not biases, norm or frozen weights)")
     scheduler: str = option("cosine", "learning-rate schedule per epoch", choices=["none", "step", "cosine"])
     warmup_epochs: int = option(0, "linear warm-up epochs before the cosine decay")
     step_size: int = option(30, "epochs between decays of the step schedule")
@@ -126,7 +128,7 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        non_negative = ["lr", "weight_decay", "momentum", "warmup_epochs", "num_workers"]
+        non_negative = ["lr", "weight_decay", "l1", "momentum", "warmup_epochs", "num_workers"]
 {% if cookiecutter.use_mixup %}
         non_negative += ["mixup_alpha", "cutmix_alpha"]
 {% endif %}
@@ -152,6 +154,10 @@ class TrainConfig:
 {% if cookiecutter.use_layerwise_lr %}
         parse_lr_mults(self.lr_mult)  # refuse malformed PATTERN=MULT items before anything starts
 {% endif %}
+{% if cookiecutter.use_checkpointing %}
+        if self.init_from and self.resume:
+            raise UserError("--init-from starts a new run from other weights, --resume continues this one: pass one")
+{% endif %}
 
 
 {% if cookiecutter.use_layerwise_lr %}
@@ -172,7 +178,7 @@ def parse_lr_mults(items: list[str] | None) -> dict[str, float]:
 {% endif %}
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 # Flags about one command, not about the run: a saved config.yaml never replays them.
-PER_INVOCATION = {"overwrite"{{ ', "resume"' if cookiecutter.use_checkpointing else '' }}}
+PER_INVOCATION = {"overwrite", "init_from"{{ ', "resume"' if cookiecutter.use_checkpointing else '' }}}  # how one run starts
 TYPES = typing.get_type_hints(TrainConfig)
 
 

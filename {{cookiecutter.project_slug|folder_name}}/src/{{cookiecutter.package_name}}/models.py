@@ -5,6 +5,8 @@ import difflib
 import fnmatch
 {% endif %}
 import pickle
+import re
+import sys
 from urllib.error import URLError
 
 import torch
@@ -159,6 +161,48 @@ def _strip_prefixes(key: str) -> str:
     while key.startswith(WRAPPER_PREFIXES):
         key = key.split(".", 1)[1]
     return key
+
+
+def check_fits(model: nn.Module, image: torch.Tensor, num_classes: int, cfg) -> None:
+    """Before the first step (T47): one real image through the model, so that data and model that do not fit
+    stop with one line naming the flag to change, not a shape error from deep inside a step. Nothing per step."""
+    given = f"--model {cfg.model} with --data {cfg.data}"
+    try:
+        with torch.no_grad():
+            logits = model.eval()(image)
+    except (RuntimeError, ValueError, AssertionError) as exc:  # torchvision's ViT asserts its input size
+        text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        channels = re.search(r"to have (\d+) channels, but got (\d+) channels", text)
+        size = re.search(r"Expected (\d+) but got \d+", text)
+        if channels:
+            problem = "the model takes {}-channel images, the data gives {}-channel ones".format(*channels.groups())
+        elif size:
+            problem = f"the model needs {size[1]} px images, not {image.shape[-1]} px: pass --image-size {size[1]}"
+        else:
+            problem = f"{image.shape[-1]} px images are too small for it ({text}); pass a larger --image-size, e.g. 224"
+        raise ModelError(f"{given}: {problem}") from None
+    if logits.shape[-1] != num_classes:
+        raise ModelError(f"{given}: the model gives {logits.shape[-1]} class scores for {num_classes} classes")
+
+
+def init_from(model: nn.Module, path: str) -> None:
+    """--init-from (T17): every tensor of a weights file or checkpoint whose name and shape match this model's
+    (after DDP's and torch.compile's prefixes), the rest left as built; a few lines say what was taken."""
+    source, own = load_state_dict(path), model.state_dict()
+    taken = {name: tensor for name, tensor in source.items() if name in own and own[name].shape == tensor.shape}
+    if not taken:
+        raise ModelError(f"--init-from {path}: no tensor matches this model by name and shape; is it the same model?")
+    model.load_state_dict(taken, strict=False)
+    print(f"init from {path}: loaded {len(taken)} of this model's {len(own)} tensors", file=sys.stderr)
+    left = {
+        "other shape (left as built)": [name for name in source if name in own and name not in taken],
+        "missing from the file (left as built)": [name for name in own if name not in source],
+        "unexpected (ignored)": [name for name in source if name not in own],
+    }
+    for what, names in left.items():
+        if names:
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            print(f"  {what}: {', '.join(names[:3])}{more}", file=sys.stderr)
 
 
 def load_weights(model: nn.Module, path) -> None:

@@ -87,3 +87,25 @@ def warmup_cosine(epoch: int, warmup_epochs: int, epochs: int) -> float:
     if epoch < warmup_epochs:
         return (epoch + 1) / (warmup_epochs + 1)
     return 0.5 * (1 + math.cos(math.pi * (epoch - warmup_epochs) / max(1, epochs - warmup_epochs)))
+
+
+class L1Penalty(nn.Module):
+    """The training loss plus L1 x the sum of |w| over the weights (T35): conv and linear kernels (ndim > 1, as
+    for weight decay), trainable ones only. Keeps the epoch's penalty on the device for the metrics."""
+
+    def __init__(self, loss: nn.Module, model: nn.Module, strength: float):
+        super().__init__()
+        self.loss, self.strength = loss, strength
+        self.weights = [parameter for parameter in model.parameters() if parameter.requires_grad and parameter.ndim > 1]
+        self.total, self.count = torch.zeros(()), 0
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        penalty = self.strength * sum(weight.abs().sum() for weight in self.weights)
+        self.total, self.count = self.total.to(penalty.device) + penalty.detach(), self.count + 1
+        return self.loss(logits, targets) + penalty
+
+    def epoch_mean(self) -> float:
+        """The mean penalty of the steps since the last call (one host sync per epoch)."""
+        mean = self.total.item() / max(self.count, 1)
+        self.total, self.count = torch.zeros(()), 0
+        return mean

@@ -34,8 +34,8 @@ from .metrics import write_csv, write_reports
 {% if cookiecutter.use_mixup %}
 from .mixup import build_mix
 {% endif %}
-from .models import build_model
-from .optim import DEFAULT_LR, build_optimizer, build_scheduler, learning_rates
+from .models import build_model, check_fits, init_from
+from .optim import DEFAULT_LR, L1Penalty, build_optimizer, build_scheduler, learning_rates
 from .plots import plot_run
 from .profiling import ProfiledLoader
 from .runtime import resolve_device, seed_everything
@@ -142,6 +142,8 @@ def train(cfg: TrainConfig) -> dict:
             f"--batch-size {cfg.batch_size} exceeds the {len(data.train.dataset)} training images; lower it"
         )
     model = build_model(cfg.model, len(data.classes), cfg.pretrained, cfg.init)
+    if cfg.init_from:
+        init_from(model, cfg.init_from)  # T17
 {% if cookiecutter.use_sync_bn %}
     model = convert_sync_bn(model, device, cfg.sync_bn)
 {% endif %}
@@ -149,7 +151,8 @@ def train(cfg: TrainConfig) -> dict:
     freeze(model, cfg.freeze)
 {% endif %}
     model.to(device, memory_format=torch.channels_last if cfg.channels_last else torch.preserve_format)
-    sample = torch.zeros(1, 3, cfg.image_size, cfg.image_size, device=device)
+    sample = data.val.dataset[0][0][None].to(device)  # one real image
+    check_fits(model, sample, len(data.classes), cfg)  # T47
     print(summary(model, input_data=sample, depth=2, mode="eval", verbose=0))  # T14/T15
     optimizer = build_optimizer(model, cfg)
 {% if cookiecutter.use_ema %}
@@ -167,6 +170,7 @@ def train(cfg: TrainConfig) -> dict:
 {% else %}
     criterion = nn.CrossEntropyLoss()
 {% endif %}
+    criterion = L1Penalty(criterion, model, cfg.l1) if cfg.l1 else criterion  # T35: nothing at all when 0
 {% if cookiecutter.use_amp %}
     scaler = make_scaler(cfg.precision, device)
 {% endif %}
@@ -222,6 +226,8 @@ def train(cfg: TrainConfig) -> dict:
             row |= train_one_epoch(trained, loader, criterion, optimizer, device, cfg{{ tricks }})
         except TrainingDiverged as exc:  # nothing of this epoch is saved: the last checkpoint stays good
             raise TrainingDiverged(f"epoch {epoch}: {exc}") from None
+        if cfg.l1:
+            row["l1_penalty"] = criterion.epoch_mean()  # its share of train_loss
 {% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
         if stop:  # stopped mid-epoch: drop it, the checkpoint of the previous epoch is where to resume
             break
