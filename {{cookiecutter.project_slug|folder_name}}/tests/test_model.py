@@ -13,6 +13,7 @@ from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.models import (
     SmallCNN,
     build_model,
+    checkpoint_activations,
     init_from,
     init_weights,
     load_state_dict,
@@ -157,3 +158,41 @@ def test_a_run_starts_from_another_runs_weights(tiny_config, tmp_path):
     with pytest.raises(UserError, match="--init-from starts a new run from other weights, --resume continues"):
         replace(config, resume="auto")
 {% endif %}
+
+
+def saved_tensors_loss_and_gradients(model, images, targets) -> tuple[int, torch.Tensor, dict]:
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda tensor: saved.append(1) or tensor, lambda tensor: tensor):
+        loss = nn.functional.cross_entropy(model(images), targets)
+    loss.backward()
+    return len(saved), loss.detach(), {name: p.grad for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "resnet18", "mobilenet_v3_small"])
+def test_activation_checkpointing_keeps_loss_and_gradients_and_keeps_fewer_tensors(name, monkeypatch):
+    """T24: the same loss and gradients (deterministic CPU), fewer tensors saved for backward."""
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
+    generator = torch.Generator().manual_seed(0)
+    images, targets = torch.randn(4, 3, 32, 32, generator=generator), torch.randint(0, 10, (4,), generator=generator)
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = []
+        for recompute in (False, True):
+            torch.manual_seed(0)
+            model = build_model(name, 10).train()
+            if recompute:
+                checkpoint_activations(model)
+            runs.append(saved_tensors_loss_and_gradients(model, images, targets))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    (plain_saved, plain_loss, plain_grads), (saved, loss, grads) = runs
+    assert saved < plain_saved / 2, (saved, plain_saved)
+    assert torch.allclose(loss, plain_loss, rtol=1e-6, atol=1e-7)
+    assert all(torch.allclose(grads[n], plain_grads[n], rtol=1e-5, atol=1e-7) for n in plain_grads)
+
+
+def test_activation_checkpointing_trains_and_refuses_a_model_without_stages(tiny_config, capsys):
+    train(replace(tiny_config, activation_checkpointing=True))
+    assert "activation checkpointing: 3 stages recompute their activations in backward" in capsys.readouterr().err
+    with pytest.raises(UserError, match="--activation-checkpointing: Sequential has no stages it knows"):
+        checkpoint_activations(nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10)))

@@ -67,6 +67,7 @@ class TrainConfig:
     max_steps_per_epoch: int | None = option(None, "cap training and validation steps per epoch (smoke runs)")
     channels_last: bool = option(False, "channels-last memory format (faster convolutions on GPUs with AMP)")
     compile: bool = option(False, "torch.compile the model: slower first steps, faster ones after")
+    activation_checkpointing: bool = option(False, "recompute each stage's activations in backward: less memory")
     patience: int | None = option(None, "stop early when val_acc has not improved for this many epochs")
 {% if cookiecutter.use_tensorboard %}
     plots: bool = option(True, "draw learning_curves.png, confusion_matrix.png and TensorBoard's confusion figures")

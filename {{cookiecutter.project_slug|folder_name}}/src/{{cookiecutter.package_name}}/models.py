@@ -12,6 +12,7 @@ from urllib.error import URLError
 import torch
 import torchvision
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .errors import ModelError
 
@@ -161,6 +162,39 @@ def _strip_prefixes(key: str) -> str:
     while key.startswith(WRAPPER_PREFIXES):
         key = key.split(".", 1)[1]
     return key
+
+
+class Recomputed:
+    """Mixed into a stage's own class: in training, its activations are recomputed in backward instead of kept."""
+
+    def forward(self, *args):
+        if self.training and torch.is_grad_enabled():
+            return checkpoint(super().forward, *args, use_reentrant=False)
+        return super().forward(*args)
+
+
+def stages(model: nn.Module) -> list[nn.Module]:
+    """The blocks of `features` (the built-in CNN, MobileNet, EfficientNet, ConvNeXt, VGG...) or ResNet's layers,
+    those with parameters."""
+    features = getattr(model, "features", None)
+    found = list(features.children()) if isinstance(features, nn.Sequential) else []
+    found = found or [getattr(model, name) for name in ("layer1", "layer2", "layer3", "layer4") if hasattr(model, name)]
+    return [stage for stage in found if any(True for _ in stage.parameters())]
+
+
+def checkpoint_activations(model: nn.Module) -> None:
+    """--activation-checkpointing (T24): memory for compute. The stages' classes change in place (state_dict keys,
+    copies and saved weights stay as they were). BatchNorm statistics are updated again by each recomputation,
+    which only makes them follow a little faster."""
+    found = stages(model)
+    if not found:
+        raise ModelError(
+            f"--activation-checkpointing: {type(model).__name__} has no stages it knows (a `features` Sequential or "
+            "ResNet layers); drop the flag"
+        )
+    for stage in found:
+        stage.__class__ = type(f"Recomputed{type(stage).__name__}", (Recomputed, type(stage)), {})
+    print(f"activation checkpointing: {len(found)} stages recompute their activations in backward", file=sys.stderr)
 
 
 def check_fits(model: nn.Module, image: torch.Tensor, num_classes: int, cfg) -> None:

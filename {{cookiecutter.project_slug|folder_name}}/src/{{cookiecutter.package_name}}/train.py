@@ -34,7 +34,7 @@ from .metrics import write_csv, write_reports
 {% if cookiecutter.use_mixup %}
 from .mixup import build_mix
 {% endif %}
-from .models import build_model, check_fits, init_from
+from .models import build_model, check_fits, checkpoint_activations, init_from
 from .optim import DEFAULT_LR, L1Penalty, build_optimizer, build_scheduler, learning_rates
 from .plots import plot_run
 from .profiling import ProfiledLoader
@@ -150,6 +150,8 @@ def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_freezing %}
     freeze(model, cfg.freeze)
 {% endif %}
+    if cfg.activation_checkpointing:
+        checkpoint_activations(model)  # T24
     model.to(device, memory_format=torch.channels_last if cfg.channels_last else torch.preserve_format)
     sample = data.val.dataset[0][0][None].to(device)  # one real image
     check_fits(model, sample, len(data.classes), cfg)  # T47
