@@ -11,10 +11,9 @@ from {{ cookiecutter.package_name }} import engine
 from {{ cookiecutter.package_name }}.config import TrainConfig, load_config_file, make_config
 from {{ cookiecutter.package_name }}.data import SyntheticImages
 from {{ cookiecutter.package_name }}.errors import UserError
-from {{ cookiecutter.package_name }}.optim import L1Penalty
 from {{ cookiecutter.package_name }}.metrics import confusion_matrix, per_class_report
 from {{ cookiecutter.package_name }}.models import SmallCNN, build_model
-from {{ cookiecutter.package_name }}.optim import build_optimizer, warmup_cosine
+from {{ cookiecutter.package_name }}.optim import L1Penalty, build_optimizer, warmup_cosine
 from {{ cookiecutter.package_name }}.train import train
 
 
