@@ -117,3 +117,27 @@ def pytest_terminal_summary(terminalreporter):
     if outcomes:
         caught = outcomes.count("passed")
         terminalreporter.write_line(f"mutation check: {caught} of {len(outcomes)} breakages caught by the tests")
+
+
+LONG = ("test_install.py::", "::test_generated_tests_pass", "test_mutations.py::")  # longest first
+
+
+def pytest_collection_modifyitems(items):
+    """Each case that runs a whole generated suite takes minutes: deal them out so that every worker starts with its
+    share of them, and the thousands of short cases fill in around them. pytest-xdist's worksteal gives each worker
+    a contiguous share of the list (then balances by stealing from the ends), hence this order."""
+
+    def weight(item) -> int | None:
+        return next((i for i, part in enumerate(LONG) if part in item.nodeid), None)
+
+    long = sorted((i for i in items if weight(i) is not None), key=lambda i: ("[all-on]" not in i.nodeid, weight(i)))
+    short = [item for item in items if weight(item) is None]
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    ordered, left = [], len(items)
+    for worker in range(workers):
+        share = left // (workers - worker)  # what worksteal hands this worker
+        mine = long[worker::workers]
+        take = max(share - len(mine), 0)
+        ordered += mine + short[:take]
+        short, left = short[take:], left - len(mine) - take
+    items[:] = ordered + short
