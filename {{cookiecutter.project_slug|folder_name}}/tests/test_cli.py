@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from PIL import Image
 
 from {{ cookiecutter.package_name }} import cli
 from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.config import TrainConfig
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without CUDA")
 SMOKE = ["--epochs", "1", "--batch-size", "4", "--device", "cpu", "--num-workers", "0"]
@@ -82,3 +84,9 @@ def test_gpu_ids_are_exported_before_cuda_starts_in_a_fresh_process(tmp_path):
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2,3", ":4096:8", "False"]  # deterministic cuBLAS needs it before it starts
+
+
+def test_every_option_of_train_is_documented_in_the_readme():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    flags = [f"`--{field.name.replace('_', '-')}" for field in dataclasses.fields(TrainConfig)]
+    assert [flag for flag in flags if flag not in readme] == []
