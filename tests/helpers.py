@@ -50,6 +50,14 @@ def run_in(project: Path, *args: str, timeout: float = 300, check: bool = True) 
     return done
 
 
+def own_pytest_run() -> list[str]:
+    """pytest options for running a render's own suite: no cache, and a temp root of its own. By default every
+    pytest run of a user shares /tmp/pytest-of-<user> and deletes all but its 3 newest folders, so generated
+    suites running side by side deleted each other's tmp_path mid-test (a two-rank test then waited forever for
+    its deleted store file: the all-on suite's 600 s timeout in CI)."""
+    return ["-p", "no:cacheprovider", "--basetemp", tempfile.mkdtemp(prefix="suite-")]
+
+
 def epochs_trained(output: str) -> list[int]:
     """The epochs a run printed a result line for ("epoch 3  train_loss ..."): a resumed run must print
     exactly those after its checkpoint's epoch, which tells a resume from a restart that reproduces it."""

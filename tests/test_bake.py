@@ -12,6 +12,7 @@ from helpers import (
     assert_ruff_clean,
     assert_valid_files,
     baked_project,
+    own_pytest_run,
     package_of,
     run_in,
     tomllib,
@@ -40,7 +41,7 @@ def test_render_is_ruff_clean(model_project):
 @pytest.mark.parametrize("model", CHOICES["model"][1:])
 def test_generated_tests_pass(model, cookies):
     """The generated suite's fast lane; the default model's render runs its whole suite installed (test_install.py)."""
-    run_in(baked_project(cookies, model=model), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow")
+    run_in(baked_project(cookies, model=model), "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow")
 
 
 def test_smoke_training_step_in_a_subprocess(model_project, tmp_path):

@@ -7,7 +7,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from helpers import TRICKS, answers_for, baked_project, package_of
+from helpers import TRICKS, answers_for, baked_project, own_pytest_run, package_of
 
 pytestmark = pytest.mark.slow
 NAMED = {"defaults": None, "all-on": answers_for(TRICKS), "all-off": answers_for([])}
@@ -43,4 +43,4 @@ def test_installed_render_runs_its_console_script_and_tests(name, cookies, tmp_p
     # -o pythonpath= : the tests must import the installed package, not src/. All-on holds every test there
     # is, slow ones included; the other two run the fast lane.
     lane = [] if name == "all-on" else ["-m", "not slow"]
-    sh(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "pythonpath=", *lane, cwd=project, timeout=1400)
+    sh(python, "-m", "pytest", "-q", *own_pytest_run(), "-o", "pythonpath=", *lane, cwd=project, timeout=1400)

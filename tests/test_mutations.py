@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import TRICKS, answers_for, baked_project, run_in
+from helpers import TRICKS, answers_for, baked_project, own_pytest_run, run_in
 
 pytestmark = pytest.mark.slow
 
@@ -222,7 +222,7 @@ def test_each_breakage_is_caught_by_the_tests_that_guard_it(name, all_on, tmp_pa
     text = source.read_text()
     assert text.count(fragment) == 1, f"{name}: {fragment!r} must occur once in {file}; update MUTATIONS"
     source.write_text(text.replace(fragment, broken))
-    done = run_in(project, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *guards.split(), check=False)
+    done = run_in(project, "-m", "pytest", "-x", "-q", *own_pytest_run(), *guards.split(), check=False)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
     # exit 1: tests ran and failed. 2-5 (collection error, no tests, ...) would be a broken test, not a catch.
     assert done.returncode == 1, f"{name} was not caught by {guards}: {summary}"

@@ -18,6 +18,7 @@ from helpers import (
     epochs_trained,
     feature_files,
     last_output_dir,
+    own_pytest_run,
     package_of,
     run_in,
     smoke_flags,
@@ -74,7 +75,7 @@ def test_generated_tests_pass(name, cookies):
     """Each trick's own tests (fast lane), next to the base ones; all on and all off run everything in
     test_install.py."""
     project = baked_project(cookies, **answers_for(COMBINATIONS[name]))
-    run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow")
+    run_in(project, "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow")
 
 
 def test_smoke_run_with_every_chosen_trick_active(combination, tmp_path):
