@@ -55,7 +55,8 @@ def own_pytest_run() -> list[str]:
     pytest run of a user shares /tmp/pytest-of-<user> and deletes all but its 3 newest folders, so generated
     suites running side by side deleted each other's tmp_path mid-test (a two-rank test then waited forever for
     its deleted store file: the all-on suite's 600 s timeout in CI)."""
-    return ["-p", "no:cacheprovider", "--basetemp", tempfile.mkdtemp(prefix="suite-")]
+    # --timeout: a case that hangs fails with the stack where it hangs, instead of timing out the whole suite
+    return ["-p", "no:cacheprovider", "--basetemp", tempfile.mkdtemp(prefix="suite-"), "--timeout", "300"]
 
 
 def epochs_trained(output: str) -> list[int]:
