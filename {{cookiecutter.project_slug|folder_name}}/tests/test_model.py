@@ -191,6 +191,23 @@ def test_activation_checkpointing_keeps_loss_and_gradients_and_keeps_fewer_tenso
     assert all(torch.allclose(grads[n], plain_grads[n], rtol=1e-5, atol=1e-7) for n in plain_grads)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="peak GPU memory: the GPU lane")
+def test_activation_checkpointing_lowers_peak_gpu_memory():
+    images, targets = torch.randn(32, 3, 128, 128, device="cuda"), torch.randint(0, 10, (32,), device="cuda")
+    peaks = []
+    for recompute in (False, True):
+        model = build_model("resnet18", 10).cuda().train()
+        if recompute:
+            checkpoint_activations(model)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        nn.functional.cross_entropy(model(images), targets).backward()
+        torch.cuda.synchronize()
+        peaks.append(torch.cuda.max_memory_allocated())
+        del model
+    assert peaks[1] < 0.8 * peaks[0], peaks
+
+
 def test_activation_checkpointing_trains_and_refuses_a_model_without_stages(tiny_config, capsys):
     train(replace(tiny_config, activation_checkpointing=True))
     assert "activation checkpointing: 3 stages recompute their activations in backward" in capsys.readouterr().err
