@@ -173,7 +173,7 @@ def test_weights_of_another_model_and_broken_files_exit_4(tmp_path, capsys):
 def test_an_operation_without_a_deterministic_kernel_is_named_in_one_line(tmp_path, capsys, monkeypatch):
     """Under --deterministic, PyTorch refuses such an operation (several CUDA backward passes) with a traceback."""
 
-    def refused(*args):
+    def refused(*args, **kwargs):
         raise RuntimeError(
             "adaptive_avg_pool2d_backward_cuda does not have a deterministic implementation, but you set "
             "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this operation..."
@@ -203,7 +203,7 @@ def test_data_and_model_that_do_not_fit_stop_before_the_first_step(tmp_path, cap
     if model in odd:
         monkeypatch.setattr(train_module, "build_model", lambda *args: odd[model]())
     steps = []
-    monkeypatch.setattr(train_module, "train_one_epoch", lambda *args: steps.append(1))
+    monkeypatch.setattr(train_module, "train_one_epoch", lambda *args, **kwargs: steps.append(1))
     name = "vit_b_16" if model == "vit_b_16" else "small_cnn"
     code, err = run_main(["train", *SMOKE, "--model", name, "--output-dir", str(tmp_path / "run")], capsys)
     assert code == 4 and not steps
