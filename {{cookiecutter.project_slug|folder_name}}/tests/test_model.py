@@ -209,7 +209,7 @@ def test_activation_checkpointing_lowers_peak_gpu_memory():
 
 
 def test_activation_checkpointing_trains_and_refuses_a_model_without_stages(tiny_config, capsys):
-    train(replace(tiny_config, activation_checkpointing=True))
+    train(replace(tiny_config, model="small_cnn", activation_checkpointing=True))  # three conv blocks
     assert "activation checkpointing: 3 stages recompute their activations in backward" in capsys.readouterr().err
     with pytest.raises(UserError, match="--activation-checkpointing: Sequential has no stages it knows"):
         checkpoint_activations(nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10)))
