@@ -97,9 +97,9 @@ def test_without_a_terminal_a_long_epoch_prints_progress_lines(tiny_config, caps
 
 
 def test_l1_adds_the_hand_computed_penalty_of_trainable_weights_only():
-    """T35: kernels and matrices; not biases, not normalisation parameters, not frozen weights."""
+    """T35: kernels and matrices that train; not biases, not normalisation parameters, not fixed weights."""
     model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(8, 4))
-    model[0].weight.requires_grad_(False)  # frozen
+    model[0].weight.requires_grad_(False)  # not trained: not penalised
     criterion = L1Penalty(nn.CrossEntropyLoss(), model, 0.01)
     logits, targets = torch.randn(5, 4), torch.randint(0, 4, (5,))
     expected = nn.functional.cross_entropy(logits, targets) + 0.01 * model[3].weight.abs().sum()

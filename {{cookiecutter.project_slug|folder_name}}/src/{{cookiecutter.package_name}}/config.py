@@ -52,7 +52,7 @@ class TrainConfig:
     lr: float | None = option(None, "learning rate (auto: 0.05 for sgd, 0.001 for adamw)")
     momentum: float = option(0.9, "SGD momentum (Nesterov)")
     weight_decay: float = option(5e-4, "weight decay (never applied to biases and norm weights)")
-    l1: float = option(0.0, "adds L1 x the sum of |weights| to the loss (not biases, norm or frozen weights)")
+    l1: float = option(0.0, "adds L1 x the sum of |weights| to the loss (trainable kernels: not biases or norms)")
     scheduler: str = option("cosine", "learning-rate schedule per epoch", choices=["none", "step", "cosine"])
     warmup_epochs: int = option(0, "linear warm-up epochs before the cosine decay")
     step_size: int = option(30, "epochs between decays of the step schedule")
