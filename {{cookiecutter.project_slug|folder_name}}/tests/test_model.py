@@ -153,7 +153,7 @@ def test_a_run_starts_from_another_runs_weights(tiny_config, tmp_path):
         patched.setattr(train_module, "check_fits", weights_at_the_start)
         train(config)
     assert all(torch.equal(first[k], started[k]) for k in first)
-    assert "init_from" not in (tmp_path / "run" / "config.yaml").read_text()  # how one run started, like --resume
+    assert "init_from" not in (tmp_path / "run" / "config.yaml").read_text()  # how this one run started
 {% if cookiecutter.use_checkpointing %}
     with pytest.raises(UserError, match="--init-from starts a new run from other weights, --resume continues"):
         replace(config, resume="auto")
