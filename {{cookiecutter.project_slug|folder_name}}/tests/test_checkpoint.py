@@ -1,3 +1,4 @@
+import contextlib
 import csv
 import os
 import shlex
@@ -249,6 +250,21 @@ def test_sigterm_mid_epoch_stops_resumably_and_the_resumed_run_is_exact(tiny_con
     assert metrics_without_time(tmp_path / "a") == metrics_without_time(run)
 
 
+def wait_for_workers(pid: int, count: int, seconds: float = 60) -> None:
+    """Until `pid` has `count` child processes (its DataLoader workers), read from Linux's /proc."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        children = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, IndexError):
+                children += int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid
+        if children >= count:
+            time.sleep(0.3)  # and into their first batches
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the run did not start {count} data-loading workers within {seconds} s")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_the_whole_process_group_stops_once_without_a_traceback(tmp_path, number):
@@ -257,7 +273,7 @@ def test_a_signal_to_the_whole_process_group_stops_once_without_a_traceback(tmp_
     job = start_training(tmp_path / "run", *args, group=True)
     for line in job.stdout:
         if line.startswith("epoch 1 "):
-            time.sleep(1.0)  # well into epoch 2, its workers loading batches
+            wait_for_workers(job.pid, 2)  # epoch 2's workers are loading batches (a fixed sleep missed them under load)
             os.killpg(job.pid, number)
             break
     out, err = job.communicate(timeout=120)
