@@ -22,11 +22,9 @@ EQUIVALENCE_SCRIPT = """
 import os, sys
 import torch
 from torch import nn
-from {package} import data, train
+from {package} import train
 from {package}.config import TrainConfig
 
-augmenting = data.build_transform
-data.build_transform = lambda *args, train: augmenting(*args, train=False)
 train.build_model = lambda name, classes, *rest: nn.Sequential(
     nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)
 )
@@ -40,7 +38,7 @@ def keep_initial(*args):
 
 train.build_model = keep_initial
 result = train.train(TrainConfig(device="cpu", epochs=2, max_steps_per_epoch=2, batch_size=16, num_workers=0,
-                                 output_dir=out))
+                                 augment="none", hflip=False, output_dir=out))
 torch.save(result["model"].state_dict(), f"{{out}}/rank{{os.environ['RANK']}}.pt")
 """
 
@@ -51,11 +49,9 @@ import json, os, sys
 import torch
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-from {package} import data, train
+from {package} import train
 from {package}.config import TrainConfig
 
-augmenting = data.build_transform
-data.build_transform = lambda *args, train: augmenting(*args, train=False)
 train.build_model = lambda name, classes, *rest: nn.Sequential(
     nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)
 )
@@ -74,7 +70,8 @@ def wrap_and_count(model, device):
 train.wrap = wrap_and_count
 out, batch, accumulate, steps = sys.argv[1], *map(int, sys.argv[2:])
 result = train.train(TrainConfig(device="cpu", epochs=1, max_steps_per_epoch=steps, batch_size=batch, num_workers=0,
-                                 accumulate_steps=accumulate, output_dir=out, plots=False))
+                                 accumulate_steps=accumulate, augment="none", hflip=False, output_dir=out,
+                                 plots=False))
 torch.save(result["model"].state_dict(), f"{{out}}/rank{{os.environ['RANK']}}.pt")
 with open(f"{{out}}/reductions{{os.environ['RANK']}}.json", "w") as file:
     json.dump(len(reductions), file)

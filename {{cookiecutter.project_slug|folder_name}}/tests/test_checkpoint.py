@@ -41,9 +41,19 @@ def assert_same_state(a: dict, b: dict) -> None:
             assert a[key] == b[key], key
 
 
-@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
-def test_resumed_run_equals_an_uninterrupted_one_bitwise(tiny_config, tmp_path, monkeypatch, workers):
+@pytest.mark.parametrize(
+    ("layout", "workers"),
+    [("synthetic", 0), pytest.param("synthetic", 2, marks=pytest.mark.slow), ("held out, balanced", 0)],
+)
+def test_resumed_run_equals_an_uninterrupted_one_bitwise(
+    tiny_config, tmp_path, monkeypatch, image_folder, layout, workers
+):
     cfg = replace(tiny_config, epochs=3, max_steps_per_epoch=3, deterministic=True, num_workers=workers)
+    photos = image_folder / "train"  # class folders, held out by the run: 6 cats and (below) 2 dogs
+    if layout != "synthetic":
+        for image in sorted((photos / "dogs").iterdir())[2:]:
+            image.unlink()
+        cfg = replace(cfg, data=str(photos), image_size=16, batch_size=2, sampler="balanced", class_weights="auto")
     train_module.train(replace(cfg, output_dir=str(tmp_path / "straight")))
 
     interrupted = tmp_path / "interrupted"
@@ -59,6 +69,9 @@ def test_resumed_run_equals_an_uninterrupted_one_bitwise(tiny_config, tmp_path, 
     with pytest.raises(KeyboardInterrupt):
         train_module.train(replace(cfg, output_dir=str(interrupted)))
     assert torch.load(interrupted / "last.pt", weights_only=True)["epoch"] == 2
+    if layout != "synthetic":  # new photos: only the run's own split.csv keeps its training and validation images
+        for i in range(4):
+            shutil.copy(photos / "cats" / "0.png", photos / "cats" / f"new{i}.png")
 
     # A new process, as after a crash: the saved config plus --resume auto.
     env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}

@@ -36,9 +36,14 @@ def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsy
 
     photo = tmp_path / "photo.png"
     Image.new("RGB", (64, 48), (200, 40, 40)).save(photo)
-    assert main(["predict", "--weights", str(run / "model.pt"), str(photo)]) == 0  # notices go to stderr
-    path, label, probability = capsys.readouterr().out.strip().split("\t")
+    output = tmp_path / "predictions.csv"
+    assert main(["predict", "--weights", str(run / "model.pt"), str(photo), "--output", str(output)]) == 0
+    path, label, probability = capsys.readouterr().out.strip().split("\t")  # notices go to stderr
     assert path == str(photo) and label in ("cats", "dogs") and 0.5 <= float(probability) <= 1
+    with open(output) as file:
+        (written,) = list(csv.DictReader(file))
+    assert (written["path"], written["class_1"]) == (path, label)
+    assert float(written["probability_1"]) == pytest.approx(float(probability), abs=1e-4)
 
 
 @no_cuda
@@ -60,7 +65,9 @@ def test_predict_explains_an_unreadable_image(tiny_config, tmp_path, capsys):
     (tmp_path / "broken.png").write_bytes(b"no image")
     weights = f"{tiny_config.output_dir}/model.pt"
     assert main(["predict", "--weights", weights, str(tmp_path / "broken.png"), "--device", "cpu"]) == 3
-    assert "cannot read image" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"skipped {tmp_path / 'broken.png'}: not readable as an image" in err
+    assert "none of the 1 file(s) is a readable image" in err
 
 
 @pytest.mark.parametrize("answer", ["cpu", "none", ""])

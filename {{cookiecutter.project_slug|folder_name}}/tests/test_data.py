@@ -1,3 +1,4 @@
+import shutil
 from dataclasses import replace
 from urllib.error import URLError
 
@@ -7,6 +8,7 @@ from PIL import Image
 
 from {{ cookiecutter.package_name }}.data import (
     DOWNLOADABLE,
+    Augmentation,
     SyntheticImages,
     build_data,
     build_transform,
@@ -25,21 +27,21 @@ def test_synthetic_data_is_deterministic_from_the_seed():
 
 def test_transforms_give_normalised_chw_floats_and_augment_training_only():
     image = Image.new("RGB", (50, 40), (255, 128, 0))
-    val = build_transform("folder", 24, None, None, train=False)
+    val = build_transform("folder", 24, None, None)
     tensor = val(image)
     assert tensor.shape == (3, 24, 24) and tensor.dtype == torch.float32
     assert 0 <= tensor.min() and tensor.max() <= 1
     assert torch.equal(val(image), tensor)  # validation is deterministic
     stripes = SyntheticImages(1, seed=0).images[0]
-    train = build_transform("synthetic", 32, None, None, train=True)
+    train = build_transform("synthetic", 32, None, None, Augmentation())
     assert any(not torch.equal(train(stripes), train(stripes)) for _ in range(5))
-    normalised = build_transform("folder", 24, [0.5, 0.5, 0.0], [0.5, 0.5, 1.0], train=False)(image)
+    normalised = build_transform("folder", 24, [0.5, 0.5, 0.0], [0.5, 0.5, 1.0])(image)
     assert torch.allclose(normalised[0], torch.ones(24, 24)) and torch.allclose(normalised[2], torch.zeros(24, 24))
 
 
 def test_grayscale_images_become_three_channels():
     digit = Image.new("L", (28, 28), 200)
-    assert build_transform("mnist", 28, None, None, train=True)(digit).shape == (3, 28, 28)
+    assert build_transform("mnist", 28, None, None, Augmentation())(digit).shape == (3, 28, 28)
 
 
 def test_mean_std_of_a_dataset():
@@ -59,13 +61,18 @@ def test_image_folder_loads_with_class_names(image_folder, tiny_config):
 
 @pytest.mark.parametrize(
     ("layout", "message"),
-    [("missing", "no such folder"), ("flat", "must contain train/ and val/"), ("mismatch", "different class")],
+    [
+        ("missing", "no such folder or CSV file"),
+        ("no val", "put images in .*val/<class>/"),
+        ("mismatch", "different class"),
+    ],
 )
 def test_bad_image_folders_are_explained(tmp_path, image_folder, tiny_config, layout, message):
     if layout == "missing":
         root = tmp_path / "nowhere"
-    elif layout == "flat":
-        root = image_folder / "train"
+    elif layout == "no val":  # train/ alone: a split tree missing its other half, not a folder of classes
+        shutil.rmtree(image_folder / "val")
+        root = image_folder
     else:
         (image_folder / "val" / "dogs").rename(image_folder / "val" / "wolves")
         root = image_folder

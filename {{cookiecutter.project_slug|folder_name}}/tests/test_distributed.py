@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from {{ cookiecutter.package_name }} import distributed
+from {{ cookiecutter.package_name }} import data, distributed
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import TrainConfig
@@ -29,6 +29,22 @@ def test_validation_shards_cover_every_image_exactly_once(monkeypatch, world, si
         monkeypatch.setattr(distributed, "world_size", lambda: world)
         shards.append(list(distributed.ShardSampler(range(size))))
     assert sorted(index for shard in shards for index in shard) == list(range(size))
+
+
+
+def test_balanced_sampling_gives_each_rank_its_own_share_of_one_global_draw(monkeypatch):
+    targets = [0] * 30 + [1] * 6 + [2]
+    monkeypatch.setattr(data, "rank", lambda: 0)
+    monkeypatch.setattr(data, "world_size", lambda: 1)
+    whole = list(data.BalancedSampler(targets, torch.Generator().manual_seed(0)))
+    shares = []
+    for rank in range(2):  # every rank's loader generator starts from the same seed and moves in step
+        monkeypatch.setattr(data, "rank", lambda rank=rank: rank)
+        monkeypatch.setattr(data, "world_size", lambda: 2)
+        shares.append(list(data.BalancedSampler(targets, torch.Generator().manual_seed(0))))
+    assert len(shares[0]) == len(shares[1]) == 19  # 37 draws padded to 38: equal steps on both ranks
+    assert [index for pair in zip(*shares, strict=True) for index in pair][:37] == whole
+    assert shares[0] != shares[1]
 
 
 @pytest.mark.parametrize(

@@ -26,9 +26,9 @@ def assert_one_line(err: str, message: str) -> None:
 
 
 def break_folder(root, how: str):
-    if how == "flat":
-        return root / "train"
-    if how == "empty class":
+    if how == "no val":  # train/ alone: half of a split tree, not a folder of class folders
+        shutil.rmtree(root / "val")
+    elif how == "empty class":
         for image in (root / "train" / "dogs").iterdir():
             image.unlink()
     elif how == "mismatch":
@@ -41,7 +41,7 @@ def break_folder(root, how: str):
 @pytest.mark.parametrize(
     ("how", "workers", "message"),
     [
-        ("flat", 0, "must contain train/ and val/"),
+        ("no val", 0, "val/<class>/"),
         ("empty class", 0, "Found no valid file for the classes dogs"),
         ("mismatch", 0, "train/ and val/ hold different class folders"),
         ("corrupt", 0, "cannot read image"),

@@ -40,9 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--output-dir", help="where the reports go (default: eval-<weights>-<data>/ beside the weights)"
     )
 
-    predict = commands.add_parser("predict", parents=[common], help="class and probability for each image file")
+    predict = commands.add_parser("predict", parents=[common], help="top classes and probabilities of images")
     predict.add_argument("--weights", required=True, help="model.pt written by train")
-    predict.add_argument("images", nargs="+", help="image files")
+    predict.add_argument("images", nargs="+", help="image files, and folders searched for images recursively")
+    predict.add_argument("--top-k", type=int, default=1, help="how many classes per image (default: 1)")
+    predict.add_argument("--output", default="predictions.csv", help="the CSV written (default: predictions.csv)")
+    for command in (evaluate, predict):
+        command.add_argument("--tta", action="store_true", help="average over each image and its mirror image")
 
     features = commands.add_parser("features", parents=[common], help="save one layer's output for the val images")
     features.add_argument("--weights", required=True, help="model.pt written by train")
@@ -95,12 +99,13 @@ def run(args: argparse.Namespace) -> None:
     device = resolve_device(args.device, args.gpus)
     if args.command == "evaluate":
         overrides = {k: getattr(args, k) for k in ("data", "data_root", "batch_size", "num_workers")}
-        evaluate_run(args.weights, device, args.output_dir, **{k: v for k, v in overrides.items() if v is not None})
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+        evaluate_run(args.weights, device, args.output_dir, args.tta, **overrides)
     elif args.command == "features":
         overrides = {k: getattr(args, k) for k in ("data", "batch_size") if getattr(args, k) is not None}
         extract_features(args.weights, args.layer, device, args.output, **overrides)
     else:
-        predict(args.weights, args.images, device)
+        predict(args.weights, args.images, device, args.output, args.top_k, args.tta)
 
 
 def main(argv: list[str] | None = None) -> int:

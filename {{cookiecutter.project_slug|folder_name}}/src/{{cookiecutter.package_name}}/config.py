@@ -26,8 +26,25 @@ def option(default, help, **argparse_kwargs):
 
 @dataclass
 class TrainConfig:
-    data: str = option("synthetic", "synthetic, cifar10, mnist, fashion_mnist, or a folder with train/ and val/")
+    data: str = option(
+        "synthetic",
+        "synthetic, cifar10, mnist, fashion_mnist, a folder of class folders (with or without train/ and val/), "
+        "or a CSV of path,label[,split]",
+    )
     data_root: str = option("data", "where cifar10/mnist/fashion_mnist are downloaded")
+    val_split: float = option(0.2, "share of each class held out for validation where --data has no split")
+    split: str | None = option(None, "split.csv of an earlier run: train and validate on exactly its images")
+    class_weights: str = option(
+        "none", "auto: weigh each class in the loss by its inverse frequency", choices=["none", "auto"]
+    )
+    sampler: str = option("random", "balanced: draw every class equally often", choices=["random", "balanced"])
+    augment: str = option(
+        "basic",
+        "training augmentation: none, basic (random crops), or crops and one of torchvision's policies",
+        choices=["none", "basic", "trivialaugment", "randaugment", "autoaugment"],
+    )
+    hflip: bool | None = option(None, "random horizontal flips in training, and --tta (auto: on, off for mnist)")
+    random_erasing: float = option(0.0, "chance of erasing a random rectangle of each training image")
     model: str = option("{{ cookiecutter.model | escaped }}", "small_cnn or any torchvision classification model")
     pretrained: bool = option(False, "start from torchvision's ImageNet weights")
     init_from: str | None = option(None, "start from the weights in this file wherever name and shape match")
@@ -140,6 +157,10 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise UserError(f"--{name.replace('_', '-')} must not be negative, got {value}")
+        if not 0 < self.val_split < 1:
+            raise UserError(f"--val-split must be between 0 and 1 (a share of each class), got {self.val_split}")
+        if not 0 <= self.random_erasing <= 1:
+            raise UserError(f"--random-erasing must be a probability between 0 and 1, got {self.random_erasing}")
 {% if cookiecutter.use_mixup %}
         if not 0 <= self.cutmix_prob <= 1:
             raise UserError(f"--cutmix-prob must be between 0 and 1, got {self.cutmix_prob}")

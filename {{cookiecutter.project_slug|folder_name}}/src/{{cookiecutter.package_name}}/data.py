@@ -1,14 +1,16 @@
-"""Datasets, transforms and loaders: embedded synthetic data, an ImageFolder tree, or torchvision's sets."""
+"""Datasets, transforms and loaders: embedded synthetic data, torchvision's sets, an ImageFolder tree split into
+train/ and val/, or one folder of class folders or a CSV (held out by layouts.py); class weights and sampling."""
 
 import functools
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.error import URLError
 
 import torch
 from PIL import Image, UnidentifiedImageError
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 {% if cookiecutter.use_distributed %}
 from torch.utils.data.distributed import DistributedSampler
 {% endif %}
@@ -16,9 +18,11 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 {% if cookiecutter.use_distributed %}
-from .distributed import ShardSampler, is_distributed, local_main_first, world_size
+from .distributed import ShardSampler, is_distributed, local_main_first, rank, world_size
 {% endif %}
 from .errors import DataError
+from .layouts import SPLITS, LabelledFiles, Row, hold_out, read_class_folders, read_csv, write_split
+from .metrics import write_csv
 from .runtime import seed_worker
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
@@ -26,7 +30,7 @@ IMAGENET_STD = [0.229, 0.224, 0.225]
 DOWNLOADABLE = {"cifar10": datasets.CIFAR10, "mnist": datasets.MNIST, "fashion_mnist": datasets.FashionMNIST}
 NATIVE_SIZE = {"synthetic": 32, "cifar10": 32, "mnist": 28, "fashion_mnist": 28}
 GRAYSCALE = {"mnist", "fashion_mnist"}
-NO_FLIP = {"mnist"}  # a mirrored digit is another symbol
+NO_FLIP = {"mnist"}  # a mirrored digit is another symbol: --hflip defaults to off for these
 FOLDER_IMAGE_SIZE = 224
 STATS_SAMPLES = 512
 SYNTHETIC_TRAIN, SYNTHETIC_VAL = 2048, 512
@@ -79,23 +83,45 @@ def _stripes(num_samples: int, seed: int, size: int) -> tuple[torch.Tensor, torc
     return (images.clamp(0, 1) * 255).round().to(torch.uint8), targets
 
 
-def build_transform(source: str, image_size: int, mean, std, train: bool) -> v2.Compose:
-    """PIL/uint8 operations first, then float conversion, then normalisation (T07); augment train only (T12)."""
+@dataclass(frozen=True)
+class Augmentation:
+    """What training does to its images (T12). Validation and prediction never augment."""
+
+    policy: str = "basic"  # none; basic: random crops; trivialaugment, randaugment, autoaugment: crops and the policy
+    hflip: bool = True
+    random_erasing: float = 0.0  # chance per image
+
+
+def _policy(name: str, source: str) -> v2.Transform:
+    if name == "trivialaugment":
+        return v2.TrivialAugmentWide()
+    if name == "randaugment":
+        return v2.RandAugment()
+    return v2.AutoAugment(v2.AutoAugmentPolicy.CIFAR10 if source == "cifar10" else v2.AutoAugmentPolicy.IMAGENET)
+
+
+def build_transform(source: str, image_size: int, mean, std, augment: Augmentation | None = None) -> v2.Compose:
+    """uint8 operations first, then float conversion, then normalisation (T07); `augment` for training only."""
     steps = [v2.ToImage()]
     if source in GRAYSCALE:
         steps.append(v2.Grayscale(num_output_channels=3))
     photos = source not in NATIVE_SIZE  # any size, any framing
-    if train and photos:
+    crops = augment is not None and augment.policy != "none"
+    if crops and photos:
         steps.append(v2.RandomResizedCrop(image_size, scale=(0.35, 1.0)))
-    elif train:
+    elif crops:
         steps += [v2.Resize(image_size), v2.RandomCrop(image_size, padding=image_size // 8)]
     else:  # a no-op on images that already have the size
         steps += [v2.Resize(round(image_size * 8 / 7) if photos else image_size), v2.CenterCrop(image_size)]
-    if train and source not in NO_FLIP:
+    if augment and augment.hflip:
         steps.append(v2.RandomHorizontalFlip())
+    if crops and augment.policy != "basic":
+        steps.append(_policy(augment.policy, source))
     steps.append(v2.ToDtype(torch.float32, scale=True))
     if mean is not None:
         steps.append(v2.Normalize(mean, std))
+    if augment and augment.random_erasing:
+        steps.append(v2.RandomErasing(p=augment.random_erasing))  # on normalised values: erased to the mean colour
     return v2.Compose(steps)
 
 
@@ -123,28 +149,62 @@ def _image_folder(root: Path, split: str) -> datasets.ImageFolder:
         raise DataError(f"{root / split}: {exc}; put images in {root / split}/<class>/") from None
 
 
-def _open_dataset(source: str, root: str, train: bool, seed: int):
+def _open_fixed(source: str, root: str, split: str, seed: int):
+    """A dataset whose split the source fixes: synthetic, torchvision's, or a tree with train/ and val/."""
     if source == "synthetic":
-        return SyntheticImages(SYNTHETIC_TRAIN if train else SYNTHETIC_VAL, seed=seed + (0 if train else 1))
+        return SyntheticImages(SYNTHETIC_TRAIN if split == "train" else SYNTHETIC_VAL, seed=seed + SPLITS.index(split))
     if source in DOWNLOADABLE:
         try:
 {% if cookiecutter.use_distributed %}
             with local_main_first():  # one download per machine, not every rank racing to write the same files
-                return DOWNLOADABLE[source](root, train=train, download=True)
+                return DOWNLOADABLE[source](root, train=split == "train", download=True)
 {% else %}
-            return DOWNLOADABLE[source](root, train=train, download=True)
+            return DOWNLOADABLE[source](root, train=split == "train", download=True)
 {% endif %}
         except (URLError, OSError, RuntimeError) as exc:
             raise DataError(
                 f"could not download {source} into {root} ({exc}); connect to the internet once "
                 "or copy the files there, then run again"
             ) from None
-    folder = Path(source)
-    if not folder.is_dir():
-        raise DataError(f"--data {source}: no such folder and not one of synthetic, {', '.join(DOWNLOADABLE)}")
-    if not ((folder / "train").is_dir() and (folder / "val").is_dir()):
-        raise DataError(f"--data {source} must contain train/ and val/ folders, each with one folder per class")
-    return _image_folder(folder, "train" if train else "val")
+    return _image_folder(Path(source), split)
+
+
+def labelled_rows(cfg, training: bool) -> tuple[Path, list[Row]]:
+    """A class-folder tree's or a CSV's images with their splits: from --split, from the CSV's split column, or a
+    stratified hold-out of --val-split for training. Data evaluated without a split is all validation."""
+    source = Path(cfg.data)
+    root = source.parent if source.is_file() else source
+    if cfg.split:
+        return root, read_csv(Path(cfg.split), root, need_split=True)
+    rows = read_csv(source, root) if source.is_file() else read_class_folders(source)
+    if rows[0][2] is not None:
+        return root, rows
+    if training:
+        return root, hold_out(rows, cfg.val_split, cfg.seed)
+    return root, [(path, label, "val") for path, label, _ in rows]
+
+
+def open_datasets(cfg, splits: tuple[str, ...], training: bool) -> tuple[dict[str, Dataset], list[Row] | None]:
+    """The datasets of `splits` (no transform yet), and the rows of each split where this run decided or read them."""
+    source = Path(cfg.data)
+    split_tree = (source / "train").is_dir() or (source / "val").is_dir()
+    fixed = cfg.data == "synthetic" or cfg.data in DOWNLOADABLE or split_tree
+    if fixed and cfg.split:
+        raise DataError(f"--data {cfg.data} is split into train and val already; --split is for other data: drop it")
+    if fixed:
+        return {split: _open_fixed(cfg.data, cfg.data_root, split, cfg.seed) for split in splits}, None
+    if not source.exists():
+        known = ", ".join(["synthetic", *DOWNLOADABLE])
+        raise DataError(f"--data {cfg.data}: no such folder or CSV file, and not one of {known}")
+    root, rows = labelled_rows(cfg, training)
+    classes = sorted({label for _, label, _ in rows})
+    opened = {}
+    for split in splits:
+        chosen = [row for row in rows if row[2] == split]
+        if not chosen:
+            raise DataError(f"--data {cfg.data} leaves no {split} images; give each class two images or more")
+        opened[split] = LabelledFiles(root, chosen, classes, load_rgb)
+    return opened, rows
 
 
 @dataclass
@@ -152,6 +212,8 @@ class Data:
     train: DataLoader | None
     val: DataLoader
     classes: list[str]
+    rows: list[Row] | None = None  # each image's split, where this run decided or read it: saved as split.csv
+    class_weights: torch.Tensor | None = None  # of the training loss (--class-weights auto)
 
 
 def default_image_size(source: str) -> int:
@@ -164,48 +226,125 @@ def resolve_normalisation(cfg) -> tuple[list, list]:
         return cfg.mean, cfg.std
     if cfg.pretrained:
         return IMAGENET_MEAN, IMAGENET_STD
-    dataset = _open_dataset(cfg.data, cfg.data_root, train=True, seed=cfg.seed)
-    dataset.transform = build_transform(cfg.data, cfg.image_size, None, None, train=False)
+    dataset = open_datasets(cfg, ("train",), training=True)[0]["train"]
+    dataset.transform = build_transform(cfg.data, cfg.image_size, None, None)
     return compute_mean_std(dataset, seed=cfg.seed)
 
 
-def build_data(cfg, device: torch.device, train: bool = True) -> Data:
-    """Loaders for a resolved config (image_size, mean, std and num_workers set)."""
-    splits = {}
-    for split in ("train", "val") if train else ("val",):
-        dataset = _open_dataset(cfg.data, cfg.data_root, train=split == "train", seed=cfg.seed)
-        dataset.transform = build_transform(cfg.data, cfg.image_size, cfg.mean, cfg.std, train=split == "train")
-        splits[split] = dataset
-    classes = list(splits["val"].classes)
-    if train and list(splits["train"].classes) != classes:
-        raise DataError(f"{cfg.data}: train/ and val/ hold different class folders; make them match")
+def inverse_frequency(targets, num_classes: int) -> torch.Tensor:
+    """--class-weights auto: 1 / each class's number of training images, scaled so that the classes that have
+    images average 1 (a class without any gets 0: it never appears in a training loss)."""
+    counts = torch.bincount(torch.as_tensor(targets), minlength=num_classes).double()
+    weights = torch.where(counts > 0, 1 / counts.clamp_min(1), 0)
+    return (weights * (counts > 0).sum() / weights.sum()).float()
+
+
+class BalancedSampler(Sampler[int]):
+    """--sampler balanced: every class drawn equally often, with replacement, as many draws per epoch as there are
+    images. The draws come from the loader's generator: the seed fixes them, as it fixes the shuffled order.
 {% if cookiecutter.use_distributed %}
-    # --batch-size is global: each of the world's processes loads its share.
-    samplers = {}
-    if is_distributed():
-        samplers["val"] = ShardSampler(splits["val"])
-        if train:
-            samplers["train"] = DistributedSampler(splits["train"], seed=cfg.seed)
+    Under DDP every rank makes the same global draw (the ranks' generators move in step) and takes every
+    world-th index of it: ranks never repeat each other's share.
 {% endif %}
-    loaders = {
-        split: DataLoader(
+    """
+
+    def __init__(self, targets, generator: torch.Generator):
+        targets = torch.as_tensor(targets)
+        self.weights = 1 / torch.bincount(targets)[targets].double()
+        self.generator = generator
+{% if cookiecutter.use_distributed %}
+        self.rank, self.world = rank(), world_size()
+        self.count = math.ceil(len(targets) / self.world)
+{% else %}
+        self.count = len(targets)
+{% endif %}
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+{% if cookiecutter.use_distributed %}
+        draw = torch.multinomial(self.weights, self.count * self.world, replacement=True, generator=self.generator)
+        return iter(draw[self.rank :: self.world].tolist())
+
+    def set_epoch(self, epoch: int) -> None:
+        """DistributedSampler's call, made by the training loop: here each epoch's draw already differs."""
+{% else %}
+        return iter(torch.multinomial(self.weights, self.count, replacement=True, generator=self.generator).tolist())
+{% endif %}
+
+
+def _sampler(split: str, dataset, cfg, generator: torch.Generator) -> Sampler | None:
+    if split == "train" and cfg.sampler == "balanced":
+        return BalancedSampler(dataset.targets, generator)
+{% if cookiecutter.use_distributed %}
+    if not is_distributed():
+        return None
+    # --batch-size is global: each of the world's processes loads its share.
+    return DistributedSampler(dataset, seed=cfg.seed) if split == "train" else ShardSampler(dataset)
+{% else %}
+    return None
+{% endif %}
+
+
+def build_data(cfg, device: torch.device, train: bool = True) -> Data:
+    """Loaders for a resolved config (image_size, mean, std, hflip and num_workers set)."""
+    opened, rows = open_datasets(cfg, SPLITS if train else ("val",), training=train)
+    classes = list(opened["val"].classes)
+    if train and list(opened["train"].classes) != classes:
+        raise DataError(f"{cfg.data}: train/ and val/ hold different class folders; make them match")
+    augment = Augmentation(cfg.augment, cfg.hflip, cfg.random_erasing)
+    loaders = {}
+    for split, dataset in opened.items():
+        dataset.transform = build_transform(
+            cfg.data, cfg.image_size, cfg.mean, cfg.std, augment if split == "train" else None
+        )
+        # Workers restart each epoch from seeds drawn from `generator`, so the data order and augmentations
+        # of any epoch can be reproduced; persistent workers would carry their RNG streams across epochs.
+        generator = torch.Generator().manual_seed(cfg.seed)
+        sampler = _sampler(split, dataset, cfg, generator)
+        loaders[split] = DataLoader(
             dataset,
 {% if cookiecutter.use_distributed %}
             batch_size=cfg.batch_size // world_size(),
-            shuffle=split == "train" and split not in samplers,
-            sampler=samplers.get(split),
 {% else %}
             batch_size=cfg.batch_size,
-            shuffle=split == "train",
 {% endif %}
+            shuffle=split == "train" and sampler is None,
+            sampler=sampler,
             num_workers=cfg.num_workers,
             pin_memory=device.type == "cuda",  # T13
-            # Workers restart each epoch from seeds drawn from `generator`, so the data order and augmentations
-            # of any epoch can be reproduced; persistent workers would carry their RNG streams across epochs.
             persistent_workers=False,
             worker_init_fn=seed_worker,
-            generator=torch.Generator().manual_seed(cfg.seed),
+            generator=generator,
         )
-        for split, dataset in splits.items()
-    }
-    return Data(loaders.get("train"), loaders["val"], classes)
+    weights = None
+    if train and cfg.class_weights == "auto":
+        weights = inverse_frequency(opened["train"].targets, len(classes)).to(device)
+    return Data(loaders.get("train"), loaders["val"], classes, rows, weights)
+
+
+LISTED_CLASSES = 20  # on the console; class_counts.csv has them all
+
+
+def describe_data(data: Data, out: Path) -> None:
+    """Print the classes with their numbers of training and validation images, write them (and the split, where this
+    run decided or read it) into the run folder, and name the classes that no validation image measures."""
+    counts = [
+        {"class": name, "train": train, "val": val}
+        for name, train, val in zip(data.classes, _counts(data.train), _counts(data.val), strict=True)
+    ]
+    write_csv(out / "class_counts.csv", counts)
+    if data.rows:
+        write_split(out / "split.csv", data.rows)
+    listed = ", ".join(f"{row['class']} {row['train']}/{row['val']}" for row in counts[:LISTED_CLASSES])
+    more = f" and {len(counts) - LISTED_CLASSES} more" if len(counts) > LISTED_CLASSES else ""
+    print(f"{len(counts)} classes (train/val images): {listed}{more}")
+    unmeasured = [row["class"] for row in counts if not row["val"]]
+    if unmeasured:
+        print(f"warning: no validation images of {', '.join(unmeasured)}: nothing measures them", file=sys.stderr)
+
+
+def _counts(loader: DataLoader) -> list[int]:
+    targets = torch.as_tensor(loader.dataset.targets)
+    return torch.bincount(targets, minlength=len(loader.dataset.classes)).tolist()

@@ -1,8 +1,10 @@
-"""`evaluate`, `predict` and `features`: reuse a training run's model, config and class names."""
+"""`evaluate`, `predict` and `features`: reuse a training run's model, config, class names and split."""
 
+import csv
 import dataclasses
 import difflib
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,18 +18,24 @@ from .amp import resolve_precision
 from .config import TrainConfig, load_config_file
 from .data import build_data, build_transform
 from .engine import evaluate
-from .errors import DataError, ModelError
+from .errors import DataError, ModelError, UserError
 from .files import replacing
+from .layouts import is_image
 from .metrics import write_reports
 from .models import build_model, load_weights
 from .plots import plot_run
 
 
 def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConfig, list[str], torch.nn.Module]:
-    """The config and class names saved beside `weights` by `train`, and the model with those weights."""
+    """The config and class names saved beside `weights` by `train`, and the model with those weights. On the data it
+    was trained on, a run that held images out validates on the same ones (its split.csv)."""
     run_dir = Path(weights).parent
     if not (run_dir / "config.yaml").is_file() or not (run_dir / "classes.txt").is_file():
         raise ModelError(f"{run_dir} lacks config.yaml or classes.txt; pass weights from a training output dir")
+    if "data" in overrides:
+        overrides["split"] = None  # other data: its own val/ or split column, or all of its images
+    elif (run_dir / "split.csv").is_file():
+        overrides["split"] = str(run_dir / "split.csv")
     cfg = dataclasses.replace(TrainConfig(**load_config_file(run_dir / "config.yaml")), **overrides)
     classes = (run_dir / "classes.txt").read_text().split()
     model = build_model(cfg.model, len(classes))
@@ -41,8 +49,29 @@ def default_evaluation_dir(weights: str, data: str) -> Path:
     return Path(weights).parent / f"eval-{Path(weights).stem}-{name}"
 
 
-def evaluate_run(weights: str, device: torch.device, output_dir: str | None = None, **overrides) -> dict:
+class FlipAveraged(torch.nn.Module):
+    """Test-time augmentation: the softmax averaged over each image and its mirror image, returned as log-probabilities
+    (what cross-entropy and argmax read just like logits)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return ((self.model(images).softmax(1) + self.model(images.flip(-1)).softmax(1)) / 2).log()
+
+
+def _with_tta(model: torch.nn.Module, cfg: TrainConfig) -> torch.nn.Module:
+    if not cfg.hflip:
+        raise UserError(f"--tta averages over mirror images, and {cfg.data} was trained without flips (--no-hflip)")
+    return FlipAveraged(model)
+
+
+def evaluate_run(
+    weights: str, device: torch.device, output_dir: str | None = None, tta: bool = False, **overrides
+) -> dict:
     cfg, classes, model = load_run(weights, device, **overrides)
+    model = _with_tta(model, cfg) if tta else model
     data = build_data(cfg, device, train=False)
     if data.classes != classes:
         raise DataError(f"{cfg.data} has classes {data.classes}, the model was trained on {classes}")
@@ -60,22 +89,62 @@ def evaluate_run(weights: str, device: torch.device, output_dir: str | None = No
     return stats
 
 
+def image_files(paths: list[str]) -> list[Path]:
+    """Files as given, and the images in folders (recursively, in sorted order)."""
+    found = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            found += [file for file in sorted(path.rglob("*")) if is_image(file)]
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise DataError(f"{name}: no such file or folder")
+    if not found:
+        raise DataError(f"no images in {', '.join(paths)}")
+    return found
+
+
 @torch.inference_mode()
-def predict(weights: str, images: list[str], device: torch.device) -> list[tuple[str, str, float]]:
+def predict(
+    weights: str,
+    images: list[str],
+    device: torch.device,
+    output: str = "predictions.csv",
+    top_k: int = 1,
+    tta: bool = False,
+) -> list[dict]:
+    """The top-k classes and probabilities of each image, printed and written to `output`; files that cannot be
+    read as images are listed and counted, not fatal."""
     cfg, classes, model = load_run(weights, device)
-    transform = build_transform(cfg.data, cfg.image_size, cfg.mean, cfg.std, train=False)
-    results = []
-    for path in images:
+    model = _with_tta(model, cfg) if tta else model
+    if not 1 <= top_k <= len(classes):
+        raise UserError(f"--top-k must be between 1 and the {len(classes)} classes, got {top_k}")
+    transform = build_transform(cfg.data, cfg.image_size, cfg.mean, cfg.std)
+    rows, unreadable = [], []
+    for path in image_files(images):
         try:
             with Image.open(path) as image:
                 batch = transform(image.convert("RGB")).unsqueeze(0).to(device)  # a batch of one (T09)
         except (OSError, UnidentifiedImageError) as exc:
-            raise DataError(f"cannot read image {path}: {exc}") from None
-        probabilities = model(batch).softmax(1)[0]
-        index = int(probabilities.argmax())
-        results.append((path, classes[index], float(probabilities[index])))
-        print(f"{path}\t{classes[index]}\t{probabilities[index]:.4f}")
-    return results
+            unreadable.append(path)
+            print(f"skipped {path}: not readable as an image ({exc.__class__.__name__})", file=sys.stderr)
+            continue
+        probabilities, indices = model(batch).softmax(1)[0].topk(top_k)
+        row = {"path": str(path)}
+        for rank, (index, probability) in enumerate(zip(indices.tolist(), probabilities.tolist(), strict=True), 1):
+            row |= {f"class_{rank}": classes[index], f"probability_{rank}": round(probability, 6)}
+        rows.append(row)
+        print("\t".join(f"{value:.4f}" if isinstance(value, float) else value for value in row.values()))
+    if not rows:
+        raise DataError(f"none of the {len(unreadable)} file(s) is a readable image; nothing was predicted")
+    with replacing(Path(output), "w") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    skipped = f"; {len(unreadable)} unreadable file(s) skipped" if unreadable else ""
+    print(f"{len(rows)} predictions written to {output}{skipped}", file=sys.stderr)  # stdout: the predictions alone
+    return rows
 
 
 @torch.inference_mode()

@@ -17,7 +17,7 @@ from .amp import make_scaler, resolve_precision
 from .checkpoint import GracefulStop, check_continuation, find_checkpoint, resume, save_checkpoints
 {% endif %}
 from .config import TrainConfig, save_config
-from .data import build_data, default_image_size, resolve_normalisation
+from .data import NO_FLIP, Data, build_data, default_image_size, describe_data, resolve_normalisation
 {% if cookiecutter.use_distributed %}
 from .distributed import barrier, broadcast, is_distributed, is_main, setup, teardown, world_size, wrap
 {% endif %}
@@ -57,13 +57,20 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         lr=cfg.lr or DEFAULT_LR[cfg.optimizer],
         num_workers=cfg.num_workers if cfg.num_workers is not None else _default_workers(cfg.data),
         output_dir=cfg.output_dir or _default_output_dir(cfg),
+        hflip=cfg.hflip if cfg.hflip is not None else cfg.data not in NO_FLIP,
     )
+    cfg = dataclasses.replace(cfg, split=cfg.split or _own_split(Path(cfg.output_dir), cfg))
     mean, std = resolve_normalisation(cfg)
     return dataclasses.replace(cfg, mean=mean, std=std)
 
 
 def _default_workers(source: str) -> int:
     return 0 if source == "synthetic" else min(8, os.cpu_count() or 1)
+
+
+def _own_split(out: Path, cfg: TrainConfig) -> str | None:
+    """The split.csv this run folder already holds: the run, continued or restarted, validates on the same images."""
+    return str(out / "split.csv") if (out / "split.csv").is_file() and not cfg.overwrite else None
 
 
 def _default_output_dir(cfg: TrainConfig) -> str:
@@ -81,13 +88,14 @@ def _refuse_to_replace(out: Path, cfg: TrainConfig) -> None:
 
 
 {% endif %}
-def _start_run_dir(out: Path, cfg: TrainConfig, classes: list[str]) -> None:
+def _start_run_dir(out: Path, cfg: TrainConfig, data: Data) -> None:
     """The run's own files, written once the run is sure to start: a refused run leaves the folder as it was."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         save_config(cfg, out / "config.yaml")
-        write_text(out / "classes.txt", "\n".join(classes) + "\n")
+        write_text(out / "classes.txt", "\n".join(data.classes) + "\n")
         write_text(out / "answers.json", ANSWERS.read_text(encoding="utf-8"))
+        describe_data(data, out)
     except OSError as exc:
         raise OutputError(f"cannot write to output dir {out} ({exc.strerror}); pick another --output-dir") from None
 
@@ -168,9 +176,9 @@ def train(cfg: TrainConfig) -> dict:
 {% endif %}
     scheduler = build_scheduler(optimizer, cfg)
 {% if cookiecutter.use_label_smoothing %}
-    criterion = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)  # T33
+    criterion = nn.CrossEntropyLoss(weight=data.class_weights, label_smoothing=cfg.label_smoothing)  # T33
 {% else %}
-    criterion = nn.CrossEntropyLoss()
+    criterion = nn.CrossEntropyLoss(weight=data.class_weights)
 {% endif %}
     criterion = L1Penalty(criterion, model, cfg.l1) if cfg.l1 else criterion  # T35: nothing at all when 0
 {% if cookiecutter.use_amp %}
@@ -191,10 +199,10 @@ def train(cfg: TrainConfig) -> dict:
 {% endif %}
 {% if cookiecutter.use_distributed %}
     if is_main():
-        _start_run_dir(out, cfg, data.classes)
+        _start_run_dir(out, cfg, data)
     barrier()
 {% else %}
-    _start_run_dir(out, cfg, data.classes)
+    _start_run_dir(out, cfg, data)
 {% endif %}
     print(f"run folder: {out}")
 {% if cookiecutter.use_distributed %}

@@ -1,0 +1,108 @@
+"""Data that is not split into train/ and val/ yet: one folder of class folders, or a CSV of paths and labels.
+
+Either becomes a list of (path, label, split) rows, paths relative to the data's root (the folder, or the CSV's
+folder). Rows without a split get a stratified, seeded hold-out; a run writes its rows as split.csv, which
+`--split` reads back so that a later run validates on exactly the same images.
+"""
+
+import csv
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset
+from torchvision.datasets.folder import IMG_EXTENSIONS
+
+from .errors import DataError
+from .files import replacing
+
+SPLITS = ("train", "val")
+Row = tuple[str, str, str | None]  # path relative to the root, class name, train/val (None: not decided yet)
+
+
+def is_image(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in IMG_EXTENSIONS and not path.name.startswith(".")
+
+
+def read_class_folders(root: Path) -> list[Row]:
+    """root/<class>/**/<image>: every image below a class folder belongs to that class."""
+    rows = [
+        (path.relative_to(root).as_posix(), folder.name, None)
+        for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        for path in sorted(folder.rglob("*"))
+        if is_image(path)
+    ]
+    if not rows:
+        raise DataError(f"--data {root} holds no class folders with images; put images in {root}/<class>/")
+    return rows
+
+
+def read_csv(path: Path, root: Path, need_split: bool = False) -> list[Row]:
+    """A CSV with columns path and label (a class name), and split (train or val) where `need_split` or present.
+    Relative paths resolve against `root`; every listed file must exist."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as file:
+            reader = csv.DictReader(file)
+            columns = set(reader.fieldnames or [])
+            needed = {"path", "label", "split"} if need_split else {"path", "label"}
+            if not needed <= columns:
+                missing = ", ".join(sorted(needed - columns))
+                raise DataError(f"{path} lacks the column(s) {missing}; its first line must name path,label[,split]")
+            rows = [_row(path, root, line, record, "split" in columns) for line, record in enumerate(reader, 2)]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"cannot read {path} ({exc}); check the file") from None
+    if not rows:
+        raise DataError(f"{path} lists no images; add rows of path,label")
+    return rows
+
+
+def _row(csv_path: Path, root: Path, line: int, record: dict, has_split: bool) -> Row:
+    where = f"{csv_path} line {line}"
+    name, label = (record.get("path") or "").strip(), (record.get("label") or "").strip()
+    if not name or not label:
+        raise DataError(f"{where}: path and label must both be given")
+    if not (root / name).is_file():
+        raise DataError(f"{where}: {root / name} does not exist; fix the path or remove the row")
+    split = (record.get("split") or "").strip() if has_split else None
+    if has_split and split not in SPLITS:
+        raise DataError(f"{where}: split {split!r} must be train or val")
+    return name, label, split
+
+
+def hold_out(rows: list[Row], fraction: float, seed: int) -> list[Row]:
+    """Stratified: round(fraction x count) images of each class to val (at least one where the class has two),
+    picked by a generator seeded with `seed`, so the same data and seed always give the same split."""
+    generator = torch.Generator().manual_seed(seed)
+    classes: dict[str, list[int]] = {}
+    for i, (_, label, _) in enumerate(rows):
+        classes.setdefault(label, []).append(i)
+    held = set()
+    for _, members in sorted(classes.items()):
+        count = min(max(round(fraction * len(members)), 1), len(members) - 1)
+        order = torch.randperm(len(members), generator=generator)[:count]
+        held.update(members[i] for i in order.tolist())
+    return [(path, label, "val" if i in held else "train") for i, (path, label, _) in enumerate(rows)]
+
+
+def write_split(path: Path, rows: list[Row]) -> None:
+    with replacing(path, "w") as file:
+        writer = csv.writer(file)
+        writer.writerow(["path", "label", "split"])
+        writer.writerows(rows)
+
+
+class LabelledFiles(Dataset):
+    """The images of one split, loaded with `loader`; class indices follow the sorted class names."""
+
+    def __init__(self, root: Path, rows: list[Row], classes: list[str], loader, transform=None):
+        index = {name: i for i, name in enumerate(classes)}
+        self.samples = [(str(root / path), index[label]) for path, label, _ in rows]
+        self.targets = [target for _, target in self.samples]
+        self.classes, self.loader, self.transform = classes, loader, transform
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int):
+        path, target = self.samples[index]
+        image = self.loader(path)
+        return self.transform(image) if self.transform else image, target
