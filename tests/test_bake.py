@@ -88,9 +88,11 @@ def test_image_folder_trains_evaluates_and_predicts(default_project, tmp_path):
         assert [row["support"] for row in csv.DictReader(file)] == ["4", "4", "8", "8", "8"]
 
     image = root / "val" / "red" / "0.png"
-    done = run_in(default_project, "-m", package, "predict", "--weights", str(run / "model.pt"), str(image))
+    predict = ["-m", package, "predict", "--weights", str(run / "model.pt"), "--output", str(tmp_path / "p.csv")]
+    done = run_in(default_project, *predict, str(image))
     path, label, probability = done.stdout.strip().splitlines()[-1].split("\t")
     assert path == str(image) and label in ("red", "blue") and 0.5 <= float(probability) <= 1
+    assert (tmp_path / "p.csv").read_text().splitlines()[1].startswith(f"{image},{label},")
 
 
 def test_longest_allowed_package_name_is_still_ruff_clean(cookies):

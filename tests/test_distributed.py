@@ -146,8 +146,9 @@ def test_a_two_process_job_writes_one_set_of_files_and_resumes(project, tmp_path
     first = torchrun(project, 2, *args)
     assert first.stdout.count("distributed: world size 2, backend gloo") == 1  # rank 0 alone prints
     names = sorted(path.name for path in run.iterdir())
-    expected = ["answers.json", "best.pt", "classes.txt", "config.yaml", "confusion_matrix.csv", "confusion_matrix.png"]
-    assert names == [*expected, "last.pt", "learning_curves.png", "metrics.csv", "model.pt", "per_class.csv"]
+    expected = ["answers.json", "best.pt", "class_counts.csv", "classes.txt", "config.yaml", "confusion_matrix.csv"]
+    expected += ["confusion_matrix.png", "last.pt", "learning_curves.png", "metrics.csv", "model.pt", "per_class.csv"]
+    assert names == expected
     state = torch.load(run / "last.pt", weights_only=True)
     assert len(state["rng"]) == 2 and not any(key.startswith("module.") for key in state["model"])
 

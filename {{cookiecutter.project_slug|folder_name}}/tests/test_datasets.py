@@ -79,11 +79,15 @@ def test_a_folder_of_class_folders_is_held_out_per_class_and_the_split_saved(pho
     assert (Path(other_seed) / "split.csv").read_text() != (run / "split.csv").read_text()
 
 
-def test_evaluate_and_train_with_split_reuse_a_runs_split(photos, tiny_config, capsys):
+def test_evaluate_and_train_with_split_reuse_a_runs_split(photos, tiny_config, tmp_path):
     first = Path(train(on(photos, tiny_config))["config"].output_dir)
     write_images(photos / "cats", "cats", 10, start=20)  # more photos: a new hold-out would differ now
-    stats = evaluate_run(str(first / "model.pt"), CPU)
-    assert int(stats["confusion"].sum()) == 7  # exactly the run's 4 + 2 + 1 held-out images
+    weights = str(first / "model.pt")
+    assert int(evaluate_run(weights, CPU)["confusion"].sum()) == 7  # exactly the run's 4 + 2 + 1 held-out images
+    assert int(evaluate_run(weights, CPU, data=str(photos))["confusion"].sum()) == 7  # the same data, named again
+    for label, count in (("cats", 3), ("dogs", 2), ("owls", 1)):
+        write_images(tmp_path / "other" / label, label, count)
+    assert int(evaluate_run(weights, CPU, data=str(tmp_path / "other"))["confusion"].sum()) == 6  # all of other data
 
     later = on(photos, tiny_config, split=str(first / "split.csv"), output_dir=str(first.parent / "later"))
     train(later)
@@ -270,8 +274,8 @@ def test_evaluate_and_predict_with_tta_use_the_mirror_images(tiny_config, tmp_pa
     unflipped = str(train(no_flips)["weights"])
     capsys.readouterr()
     assert main(["evaluate", "--weights", unflipped, "--tta", "--device", "cpu"]) == UserError.exit_code
-    assert "trained without flips" in capsys.readouterr().err
-    with pytest.raises(UserError, match="trained without flips"):
+    assert "trained with --no-hflip" in capsys.readouterr().err
+    with pytest.raises(UserError, match="trained with --no-hflip"):
         evaluate_run(unflipped, CPU, tta=True)
 
 

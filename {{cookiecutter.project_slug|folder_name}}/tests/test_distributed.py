@@ -31,7 +31,6 @@ def test_validation_shards_cover_every_image_exactly_once(monkeypatch, world, si
     assert sorted(index for shard in shards for index in shard) == list(range(size))
 
 
-
 def test_balanced_sampling_gives_each_rank_its_own_share_of_one_global_draw(monkeypatch):
     targets = [0] * 30 + [1] * 6 + [2]
     monkeypatch.setattr(data, "rank", lambda: 0)

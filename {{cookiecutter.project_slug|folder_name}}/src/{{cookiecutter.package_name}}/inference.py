@@ -32,11 +32,12 @@ def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConf
     run_dir = Path(weights).parent
     if not (run_dir / "config.yaml").is_file() or not (run_dir / "classes.txt").is_file():
         raise ModelError(f"{run_dir} lacks config.yaml or classes.txt; pass weights from a training output dir")
-    if "data" in overrides:
+    cfg = TrainConfig(**load_config_file(run_dir / "config.yaml"))
+    if Path(overrides.get("data", cfg.data)).absolute() != Path(cfg.data).absolute():
         overrides["split"] = None  # other data: its own val/ or split column, or all of its images
     elif (run_dir / "split.csv").is_file():
         overrides["split"] = str(run_dir / "split.csv")
-    cfg = dataclasses.replace(TrainConfig(**load_config_file(run_dir / "config.yaml")), **overrides)
+    cfg = dataclasses.replace(cfg, **overrides)
     classes = (run_dir / "classes.txt").read_text().split()
     model = build_model(cfg.model, len(classes))
     load_weights(model, weights)
@@ -63,7 +64,7 @@ class FlipAveraged(torch.nn.Module):
 
 def _with_tta(model: torch.nn.Module, cfg: TrainConfig) -> torch.nn.Module:
     if not cfg.hflip:
-        raise UserError(f"--tta averages over mirror images, and {cfg.data} was trained without flips (--no-hflip)")
+        raise UserError("--tta averages over mirror images, but this run was trained with --no-hflip: drop --tta")
     return FlipAveraged(model)
 
 
