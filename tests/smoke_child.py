@@ -7,6 +7,7 @@ imports the render's package from its src/, runs the command line in-process and
 import importlib
 import io
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -145,3 +146,23 @@ def train_until_killed(src: str, package: str, argv: list[str], log: str, die_in
         torch.save = save_half_then_die
     cli = importlib.import_module(f"{package}.cli")
     sys.exit(cli.main(argv))
+
+
+def pytest_in(project: str, args: list[str], log: str) -> None:
+    """`python -m pytest args` in a render's folder, as `run_in` would start it, minus the ~6 s of importing torch
+    in a fresh interpreter: the output goes to `log`, pytest's exit code is this process's."""
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.chdir(project)
+    src = str(Path(project) / "src")
+    sys.path.insert(0, src)
+    os.environ["PYTHONPATH"] = src  # what the tests start in subprocesses imports the render too
+    # A forkserver's children inherit its start method; DataLoader workers started that way cost seconds each.
+    multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)  # the platform's own
+    import pytest
+
+    code = pytest.main(args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(code))

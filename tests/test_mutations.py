@@ -9,9 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import TRICKS, answers_for, baked_project, own_pytest_run, run_in
+import smoke_child
+from helpers import TRICKS, answers_for, baked_project, own_pytest_run
 
 pytestmark = pytest.mark.slow
+GUARD_TIMEOUT = 500  # the guards' own cases time out at 300 s each (own_pytest_run)
 
 # name: (file in the package, the fragment, its broken replacement, the generated tests that must fail)
 MUTATIONS = {
@@ -262,7 +264,7 @@ def all_on(cookies_session) -> Path:
 
 
 @pytest.mark.parametrize("name", MUTATIONS)
-def test_each_breakage_is_caught_by_the_tests_that_guard_it(name, all_on, tmp_path):
+def test_each_breakage_is_caught_by_the_tests_that_guard_it(name, all_on, tmp_path, forkserver):
     file, fragment, broken, guards = MUTATIONS[name]
     project = tmp_path / "project"
     shutil.copytree(all_on, project, ignore=shutil.ignore_patterns("__pycache__"))
@@ -270,7 +272,15 @@ def test_each_breakage_is_caught_by_the_tests_that_guard_it(name, all_on, tmp_pa
     text = source.read_text()
     assert text.count(fragment) == 1, f"{name}: {fragment!r} must occur once in {file}; update MUTATIONS"
     source.write_text(text.replace(fragment, broken))
-    done = run_in(project, "-m", "pytest", "-x", "-q", *own_pytest_run(), *guards.split(), check=False)
-    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
+    log = tmp_path / "guards.log"
+    args = ["-x", "-q", *own_pytest_run(), *guards.split()]
+    guard = forkserver.Process(target=smoke_child.pytest_in, args=(str(project), args, str(log)))
+    guard.start()
+    guard.join(GUARD_TIMEOUT)
+    if guard.is_alive():
+        guard.kill()
+        pytest.fail(f"{name}: the guarding tests ran past {GUARD_TIMEOUT} s")
+    output = log.read_text().strip()
+    summary = output.splitlines()[-1] if output else "no output"
     # exit 1: tests ran and failed. 2-5 (collection error, no tests, ...) would be a broken test, not a catch.
-    assert done.returncode == 1, f"{name} was not caught by {guards}: {summary}"
+    assert guard.exitcode == 1, f"{name} was not caught by {guards}: {summary}"

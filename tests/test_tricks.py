@@ -9,6 +9,7 @@ import yaml
 from helpers import (
     CLIP,
     CONFIG_KEYS,
+    GENERATED_TESTS,
     TRACES,
     TRICKS,
     answers_for,
@@ -69,13 +70,27 @@ def test_render_is_ruff_clean(combination):
     assert_ruff_clean(combination[1])
 
 
+def tests_of(project: Path, tricks: list[str]) -> list[str]:
+    """The render's test files that exist, or read differently, because of these tricks: their own files (the
+    hook's table) and every test file with a Jinja branch on one of them."""
+    own = {Path(path).name for trick in tricks for path in feature_files()[trick] if path.startswith("tests/")}
+    branched = {
+        path.name
+        for path in GENERATED_TESTS.glob("test_*.py")
+        if any(f"cookiecutter.{trick}" in path.read_text() for trick in tricks)
+    }
+    return [f"tests/{name}" for name in sorted(own | branched) if (project / "tests" / name).is_file()]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [name for name in COMBINATIONS if name not in ("all", "none")])
 def test_generated_tests_pass(name, cookies):
-    """Each trick's own tests (fast lane), next to the base ones; all on and all off run everything in
-    test_install.py."""
+    """Each trick alone: the fast lane of the tests it adds or changes. Every test of the generated suite runs in the
+    all-on, all-off and default renders (test_install.py) and in the default render of each model (test_bake.py)."""
     project = baked_project(cookies, **answers_for(COMBINATIONS[name]))
-    run_in(project, "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow")
+    files = tests_of(project, COMBINATIONS[name])
+    assert files, f"{name} adds and changes no test"
+    run_in(project, "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow", *files)
 
 
 def test_smoke_run_with_every_chosen_trick_active(combination, tmp_path):
