@@ -247,6 +247,30 @@ MUTATIONS = {
         'state["cuda"] = torch.cuda.get_rng_state_all()',
         "tests/test_checkpoint.py::test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only",
     ),
+    "--init-from loads nothing": (
+        "models.py",
+        "    model.load_state_dict(taken, strict=False)\n",
+        "",
+        "tests/test_model.py::test_init_from_takes_every_tensor_that_fits_and_reports_the_head_it_leaves",
+    ),
+    "activation checkpointing keeps every activation": (
+        "models.py",
+        "return checkpoint(super().forward, *args, use_reentrant=False)",
+        "return super().forward(*args)",
+        "tests/test_model.py::test_activation_checkpointing_keeps_loss_and_gradients_and_keeps_fewer_tensors",
+    ),
+    "the L1 penalty not added to the loss": (
+        "optim.py",
+        "return self.loss(logits, targets) + penalty",
+        "return self.loss(logits, targets)",
+        "tests/test_train.py::test_l1_adds_the_hand_computed_penalty_of_trainable_weights_only",
+    ),
+    "data and model that do not fit reach the first step": (
+        "train.py",
+        "    check_fits(model, sample, len(data.classes), cfg)  # T47\n",
+        "",
+        "tests/test_errors.py::test_data_and_model_that_do_not_fit_stop_before_the_first_step",
+    ),
     "the EMA counter read on the host": (
         "ema.py",
         "* (updates > 0)",
