@@ -152,6 +152,13 @@ def test_bad_csv_rows_are_one_clear_error_naming_the_line(labelled, tiny_config,
     assert not Path(tiny_config.output_dir).exists()
 
 
+def test_split_is_refused_for_data_that_is_split_already(image_folder, tmp_path, tiny_config):
+    split = write_csv(tmp_path / "split.csv", [["path", "label", "split"], ["train/cats/0.png", "cats", "val"]])
+    for data in ("synthetic", image_folder):
+        with pytest.raises(DataError, match="is split into train and val already; --split is for other data"):
+            build_data(on(data, tiny_config, split=str(split), mean=[0.5] * 3, std=[0.5] * 3), CPU)
+
+
 def test_a_class_without_validation_images_is_named_in_a_warning(tmp_path, tiny_config, capsys):
     write_images(tmp_path / "few" / "cats", "cats", 10)
     write_images(tmp_path / "few" / "dogs", "dogs", 2)  # round(0.2 x 2) is 0, but two images spare one
