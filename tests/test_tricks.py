@@ -70,7 +70,7 @@ def test_render_is_ruff_clean(combination):
     assert_ruff_clean(combination[1])
 
 
-def tests_of(project: Path, tricks: list[str]) -> list[str]:
+def files_testing(project: Path, tricks: list[str]) -> list[str]:
     """The render's test files that exist, or read differently, because of these tricks: their own files (the
     hook's table) and every test file with a Jinja branch on one of them."""
     own = {Path(path).name for trick in tricks for path in feature_files()[trick] if path.startswith("tests/")}
@@ -88,7 +88,7 @@ def test_generated_tests_pass(name, cookies):
     """Each trick alone: the fast lane of the tests it adds or changes. Every test of the generated suite runs in the
     all-on, all-off and default renders (test_install.py) and in the default render of each model (test_bake.py)."""
     project = baked_project(cookies, **answers_for(COMBINATIONS[name]))
-    files = tests_of(project, COMBINATIONS[name])
+    files = files_testing(project, COMBINATIONS[name])
     assert files, f"{name} adds and changes no test"
     run_in(project, "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow", *files)
 

@@ -83,7 +83,7 @@ def _stripes(num_samples: int, seed: int, size: int) -> tuple[torch.Tensor, torc
     return (images.clamp(0, 1) * 255).round().to(torch.uint8), targets
 
 
-@dataclass(frozen=True)
+@dataclass
 class Augmentation:
     """What training does to its images (T12). Validation and prediction never augment."""
 
