@@ -104,8 +104,9 @@ def pytest_terminal_summary(terminalreporter):
     passed = [r for r in terminalreporter.stats.get("passed", []) if r.when == "call"]
     parts = []
     for name, (what, total) in MATRIX_TESTS.items():
-        count = sum(f"::{name}[" in r.nodeid for r in passed)
-        parts.append(f"{count} of {total} {what}")
+        ran = [r.duration for r in passed if f"::{name}[" in r.nodeid]
+        cost = f" ({sum(ran) / len(ran):.2f} s each, {sum(ran):.0f} s of worker time)" if ran else ""
+        parts.append(f"{len(ran)} of {total} {what}{cost}")
     if any(f"::{name}[" in r.nodeid for r in passed for name in MATRIX_TESTS):
         terminalreporter.write_line("combination matrix: " + "; ".join(parts))
     outcomes = [
