@@ -4,8 +4,12 @@ Every contender trains the same model on the same in-memory tensors with the sam
 (SGD with Nesterov momentum and weight decay) and loss, each in a process of its own so that its peak
 memory is its own. The bare loop is the physical limit: no metrics, no progress bar, nothing but the step.
 The generated loop is the render's own `train_one_epoch`, with label smoothing and clipping set to 0 so that
-it does the same work. Time to first step counts from the start of the measuring process (importing torch,
-building data and model, importing and setting up the framework) to the end of the first optimizer step.
+it does the same work, called with the arguments its signature asks for (a render with mixed precision takes a
+GradScaler, a disabled one unless fp16). Both loops train in the same `--precision`: fp32 (the default; autocast
+off on both sides) or bf16 (autocast on both sides, the generated one through the render's own `--precision`,
+which needs a render with mixed precision). Time to first step counts from the start of the measuring process
+(importing torch, building data and model, importing and setting up the framework) to the end of the first
+optimizer step.
 Because separate processes vary by more than the loops differ, a second table has the loops take turns in
 one process (see `paired`). A third table times the generated data loader alone (synthetic data, the
 default path) against the training step, for the `--num-workers` advice.
@@ -14,7 +18,10 @@ default path) against the training step, for the `--num-workers` advice.
 """
 
 import argparse
+import contextlib
+import dataclasses
 import importlib
+import inspect
 import json
 import os
 import platform
@@ -35,7 +42,8 @@ PAIRED_HEADER = (
     "| model | loop, taking turns in one process ({args.rounds} rounds of {args.chunk} steps) | images/s vs bare "
     "loop, median of rounds | 95 % interval |\n|---|---|---:|---:|"
 )
-PACKAGE = "my_project"  # the default render's package
+PACKAGE = "my_project"  # the default render's package; `--src` of another render names its own (see package_in)
+PRECISIONS = ["fp32", "bf16"]  # what both the bare loop and the generated one can train in, alike
 # glibc's malloc hands large freed blocks back to the OS and faults them in again, by a history-dependent rule:
 # identical resnet18 runs here page-faulted 4,500 to 12,000 times per step, and their speed went with it.
 # Fixing the thresholds (no mmap below 32 MiB, no trimming) takes that noise out for every contender alike.
@@ -44,6 +52,20 @@ MEASURING_ENVIRONMENT = {
     "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20),
     "MALLOC_TRIM_THRESHOLD_": str(2**40),
 }
+
+
+def package_in(src: str) -> str:
+    """The one package a render's src/ holds."""
+    found = sorted(path.parent.name for path in Path(src).glob("*/__init__.py"))
+    if len(found) != 1:
+        raise SystemExit(f"{src}: expected one package with an __init__.py, found {found}")
+    return found[0]
+
+
+def autocast(precision: str, device):
+    import torch
+
+    return contextlib.nullcontext() if precision == "fp32" else torch.autocast(device.type, dtype=torch.bfloat16)
 
 
 def render(out: Path) -> Path:
@@ -89,7 +111,7 @@ def one(contender: str, model_name: str, args) -> dict:
         step_times.append(time.perf_counter())
 
     optimizer.register_step_post_hook(clock)
-    RUNNERS[contender](model, loader, optimizer, criterion, device, args.epochs)
+    RUNNERS[contender](model, loader, optimizer, criterion, device, args.epochs, args.precision)
     if device.type == "cuda":
         torch.cuda.synchronize()
     finished = time.perf_counter()
@@ -104,6 +126,7 @@ def one(contender: str, model_name: str, args) -> dict:
         "first_step_seconds": step_times[0] - started,
         "peak_memory_mib": memory / 2**20,
         "steps": len(step_times),
+        "precision": args.precision,  # the same on both sides of a comparison: bench.py takes one for all loops
         "device": torch.cuda.get_device_name() if device.type == "cuda" else cpu_name(),
     }
 
@@ -115,26 +138,47 @@ def cpu_name() -> str:
     return platform.processor() or "CPU"
 
 
-def run_bare(model, loader, optimizer, criterion, device, epochs):
+def run_bare(model, loader, optimizer, criterion, device, epochs, precision="fp32"):
     model.train()
     for _ in range(epochs):
         for images, targets in loader:
             images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
-            loss = criterion(model(images), targets)
+            with autocast(precision, device):
+                loss = criterion(model(images), targets)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
 
 
-def run_generated(model, loader, optimizer, criterion, device, epochs):
+def run_generated(model, loader, optimizer, criterion, device, epochs, precision="fp32"):
+    call = generated_call(device, precision)
+    for _ in range(epochs):
+        call(model, loader, criterion, optimizer)
+
+
+def generated_call(device, precision: str):
+    """`train_one_epoch` of the render in `--src`, bound to what its signature asks for beyond the common six
+    arguments, and a config that does the bare loop's work in the bare loop's precision."""
     engine = importlib.import_module(f"{PACKAGE}.engine")
     config = importlib.import_module(f"{PACKAGE}.config")
-    cfg = config.TrainConfig(device=device.type, label_smoothing=0.0, clip_grad_norm=0.0)  # the bare loop's work
-    for _ in range(epochs):
-        engine.train_one_epoch(model, loader, criterion, optimizer, device, cfg)
+    fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
+    # the bare loop's work: no smoothing (the criterion is the bench's own anyway), no clipping
+    settings = {"device": device.type, "label_smoothing": 0.0, "clip_grad_norm": 0.0, "precision": precision}
+    if "precision" not in fields and precision != "fp32":
+        raise SystemExit(f"--precision {precision}: this render has no mixed precision (render it with use_amp)")
+    cfg = config.TrainConfig(**{key: value for key, value in settings.items() if key in fields})
+    extra = {}
+    for name, parameter in list(inspect.signature(engine.train_one_epoch).parameters.items())[6:]:
+        if name == "scaler":  # the render's own, as train() makes it: disabled unless fp16 on CUDA
+            extra[name] = importlib.import_module(f"{PACKAGE}.amp").make_scaler(precision, device)
+        elif parameter.default is inspect.Parameter.empty:
+            raise SystemExit(f"train_one_epoch of {PACKAGE} needs `{name}`, which bench.py does not know how to pass")
+    return lambda model, loader, criterion, optimizer: engine.train_one_epoch(
+        model, loader, criterion, optimizer, device, cfg, **extra
+    )
 
 
-def run_lightning(model, loader, optimizer, criterion, device, epochs):
+def run_lightning(model, loader, optimizer, criterion, device, epochs, precision="fp32"):
     import lightning
 
     class Classifier(lightning.LightningModule):
@@ -162,7 +206,7 @@ def run_lightning(model, loader, optimizer, criterion, device, epochs):
     trainer.fit(Classifier(), train_dataloaders=loader)
 
 
-def run_ignite(model, loader, optimizer, criterion, device, epochs):
+def run_ignite(model, loader, optimizer, criterion, device, epochs, precision="fp32"):
     from ignite.engine import create_supervised_trainer
 
     create_supervised_trainer(model, optimizer, criterion, device=device).run(loader, max_epochs=epochs)
@@ -217,7 +261,7 @@ def paired(model_name: str, args) -> dict:
         for loop in PAIRED_LOOPS[shift:] + PAIRED_LOOPS[:shift]:
             stamps.clear()
             model, optimizer = setups[loop]
-            RUNNERS[loop.split()[0]](model, loader, optimizer, criterion, device, 1)
+            RUNNERS[loop.split()[0]](model, loader, optimizer, criterion, device, 1, args.precision)
             if round_ >= 2:
                 seconds[loop].append(stamps[-1] - stamps[0])
     resample = random.Random(0)
@@ -254,7 +298,7 @@ def loader_alone(workers: int, args) -> dict:
 
 def measure(kind: str, name: str, args) -> dict:
     command = [sys.executable, __file__, "--one", kind, name, "--src", args.src]
-    command += ["--images", str(args.images), "--epochs", str(args.epochs)]
+    command += ["--images", str(args.images), "--epochs", str(args.epochs), "--precision", args.precision]
     command += [
         "--image-size",
         str(args.image_size),
@@ -317,8 +361,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40, help="turns of each loop in the paired comparison")
     parser.add_argument("--chunk", type=int, default=8, help="training steps per turn in the paired comparison")
     parser.add_argument("--paired-only", action="store_true", help="only the paired comparison and its control")
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="what every loop trains in (default fp32); bf16 is autocast for the bare and the generated loop alike "
+        "and takes --one with a render that has mixed precision (Lightning and Ignite measure fp32 only)",
+    )
     args = parser.parse_args()
     if args.one:
+        if not args.src:
+            parser.error("--one needs --src, the src/ folder of a render")
+        global PACKAGE
+        PACKAGE = package_in(args.src)
+        if args.precision != "fp32" and args.one[0] in ("lightning", "ignite", "paired"):
+            parser.error(f"--precision {args.precision} is measured for the bare and the generated loop only")
+        args.images = args.images or 2048
         kind, name = args.one
         if kind == "loader":
             result = loader_alone(int(name), args)
@@ -329,6 +387,8 @@ def main() -> None:
         print(json.dumps(result))
         return
 
+    if args.precision != "fp32":
+        parser.error("the whole benchmark measures fp32; --precision bf16 goes with --one bare|generated MODEL --src")
     import torch
 
     cuda = torch.cuda.is_available()

@@ -1,28 +1,19 @@
-"""Remove the files of features that are off, from one declarative table.
+"""Remove the files of features that are off; then say what to type next.
 
-Standard library only. Paths are relative to the generated project; `{package}` is src/<package_name>.
-The template's tests read this table too, to check that each file exists exactly when its feature is on.
+Standard library only. A file that belongs to one feature sits wholly inside that feature's Jinja `if` block, so it
+renders empty when the feature is off: each of the template's files that rendered to nothing is removed (files that
+were here before, on a render over an existing project, are left alone). The template's tests list each feature's
+files (tests/tricks.py) and check that each exists exactly when its feature is on.
 """
 
 import json
+import os
+import re
+import shlex
 from pathlib import Path
 
 CTX = json.loads(r"""{{ cookiecutter | tojson }}""")
-
-# feature (a boolean answer) -> files that exist only when it is on
-FEATURE_FILES = {
-    "use_amp": ["{package}/amp.py", "tests/test_amp.py"],
-    "use_distributed": ["{package}/distributed.py", "tests/test_distributed.py"],
-    "use_sync_bn": ["{package}/sync_bn.py", "tests/test_sync_bn.py"],
-    "use_freezing": ["{package}/freezing.py", "tests/test_freezing.py"],
-    "use_layerwise_lr": ["tests/test_layerwise_lr.py"],
-    "use_mixup": ["{package}/mixup.py", "tests/test_mixup.py"],
-    "use_label_smoothing": ["tests/test_label_smoothing.py"],
-    "use_grad_clipping": ["tests/test_grad_clipping.py"],
-    "use_checkpointing": ["{package}/checkpoint.py", "tests/test_checkpoint.py"],
-    "use_tensorboard": ["{package}/tensorboard_log.py", "tests/test_tensorboard.py"],
-    "use_ema": ["{package}/ema.py", "tests/test_ema.py"],
-}
+TEMPLATE_DIR = Path(json.loads(r"""[{{ template_dir | tojson }}]""")[0])  # absolute, wherever cookiecutter ran
 
 
 # keys that describe this machine or tool (paths, cruft's template commit), not the answers
@@ -38,14 +29,38 @@ def write_answers(package: Path) -> None:
         path.write_text(text, encoding="utf-8")
 
 
+def next_steps() -> str:
+    """What to type next, printed after a render. This hook runs inside the new folder: `cd <slug>` when the
+    shell's folder ($PWD) is the one it was created in, its full path otherwise."""
+    here, shell = Path.cwd(), os.environ.get("PWD")
+    folder = here.name if shell and Path(shell).resolve() == here.parent.resolve() else shlex.quote(str(here))
+    return (
+        f'Next: cd {folder} && pip install -e ".[dev]" && {CTX["project_slug"]} train\n'
+        "On a CPU-only machine, `pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu` "
+        "first avoids the 5 GB CUDA build."
+    )
+
+
+VARIABLE = re.compile(r"\{\{\s*cookiecutter\.(\w+)\s*\}\}")  # in the template's folder and file names
+
+
+def template_files() -> list[Path]:
+    """This render's paths of the files in the template's project folder (its names' variables filled in)."""
+    template = next(path for path in TEMPLATE_DIR.iterdir() if path.is_dir() and "cookiecutter." in path.name)
+    return [
+        Path(*(VARIABLE.sub(lambda match: CTX[match.group(1)], part) for part in file.relative_to(template).parts))
+        for file in sorted(template.rglob("*"))
+        if file.is_file()
+    ]
+
+
 def main() -> None:
     package = Path("src", CTX["package_name"])
     write_answers(package)
-    for feature, paths in FEATURE_FILES.items():
-        if CTX[feature]:
-            continue
-        for path in paths:
-            Path(path.format(package=package)).unlink()  # a missing file is a bug in this table: fail loudly
+    for path in template_files():
+        if path.is_file() and not path.read_bytes().strip():
+            path.unlink()
+    print(next_steps())
 
 
 if __name__ == "__main__":

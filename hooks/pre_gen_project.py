@@ -1,7 +1,9 @@
 """Refuse bad answers before anything is written: one `ERROR:` line, exit status 1.
 
-A project_slug that is no plain folder name is refused earlier, where the folder name is rendered
-(local_extensions.folder_name): cookiecutter creates that folder before this hook runs.
+Answers that fail before this hook runs are refused earlier, in local_extensions: a project_slug that is no plain
+folder name (or is too long for one), where the folder name is rendered, since cookiecutter creates that folder
+before this hook runs; a project_name that is not text, where the slug is derived from it; an `_extensions` list
+that is not the template's, where Jinja loads it.
 
 Standard library only: hooks run with cookiecutter's own interpreter. The answers arrive as JSON data,
 never pasted into code, so any text is safe here.
@@ -13,8 +15,11 @@ import re
 import sys
 
 CTX = json.loads(r"""{{ cookiecutter | tojson }}""")
-# The template's own options (local_extensions): a replay file or --extra-context can set any value.
+# The template's own prompts (local_extensions): a replay file or --extra-context can set any value.
 CHOICES = json.loads(r"""{{ template_choices | tojson }}""")
+YES_NO = json.loads(r"""{{ template_yes_no | tojson }}""")
+TEXT = json.loads(r"""{{ template_text | tojson }}""")
+EXTENSIONS = json.loads(r"""{{ template_extensions | tojson }}""")
 
 # Names a generated package must not take: importing it would shadow the real module.
 DEPENDENCIES = {"torch", "torchvision", "torchinfo", "tqdm", "yaml", "numpy", "PIL", "pytest", "setuptools"}
@@ -22,10 +27,67 @@ SHADOWED = set(sys.stdlib_module_names) | DEPENDENCIES | {"test", "tests", "src"
 SLUG = re.compile(r"[a-z][a-z0-9]*([-_][a-z0-9]+)*")
 PACKAGE = re.compile(r"[a-z_][a-z0-9_]*")
 GPU_IDS = re.compile(r"\d+(,\d+)*")
+EXAMPLES = {
+    "project_name": "'Flower Classifier'",
+    "project_slug": "'flower-classifier'",
+    "package_name": "'flower_classifier'",
+    "gpu_ids": "'0', '0,1' or 'cpu'",
+}
+# Paths of this machine that cookiecutter adds (the output folder's name is the user's, whatever its bytes).
+MACHINE_KEYS = {"_template", "_output_dir", "_repo_dir", "_checkout"}
+
+
+def unwritable(value, where: str):
+    """The first place in an answer (nested in lists and objects) holding text that UTF-8 cannot encode,
+    such as a lone surrogate from a replay file's "\\ud800": no file could hold it."""
+    texts = [value] if isinstance(value, str) else []
+    if isinstance(value, dict):
+        texts = list(value)
+        items = [(f"{where}.{key}", item) for key, item in value.items()]
+    else:
+        items = [(f"{where}[{i}]", item) for i, item in enumerate(value)] if isinstance(value, list) else []
+    for text in texts:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return where, text
+    return next(filter(None, (unwritable(item, place) for place, item in items)), None)
+
+
+def shown(value) -> str:
+    """A non-text answer as a replay file or --extra-context spells it."""
+    return json.dumps(value)[:60]
+
+
+def type_problems(ctx: dict):
+    """Answers that are not what their prompt gives: text that no file can hold, a list of extensions that is not
+    the template's, a non-text answer to a text prompt, anything but true/false to a yes/no prompt."""
+    for key, value in ctx.items():
+        found = None if key in MACHINE_KEYS else unwritable(key, "the key") or unwritable(value, key)
+        if found:
+            yield (
+                f"{found[0]} {found[1][:60]!r} holds a character that UTF-8 cannot encode (a lone surrogate "
+                "such as \\ud800); retype it"
+            )
+    listed = ctx.get("_extensions", EXTENSIONS)  # where cookiecutter has not refused it (local_extensions)
+    foreign = [str(name) for name in listed if str(name) not in EXTENSIONS] if isinstance(listed, list) else [listed]
+    if foreign:
+        yield (
+            f"_extensions lists {', '.join(map(str, foreign))[:80]}, which this template does not use: remove the "
+            "_extensions key from the replay file (the template's own list is used)"
+        )
+    for key in TEXT:
+        if key in ctx and not isinstance(ctx[key], str):
+            example = EXAMPLES.get(key)
+            yield f"{key} must be text (a string){f', e.g. {example}' if example else ''}, not {shown(ctx[key])}"
+    for key in YES_NO:
+        if key in ctx and not isinstance(ctx[key], bool):
+            yield f"{key} {shown(ctx[key])} is not a yes/no answer: answer true or false (yes or no at the prompt)"
 
 
 def problems(ctx: dict):
     """Yield one sentence per bad answer: what is wrong and how to fix it."""
+    yield from type_problems(ctx)
     for key, options in CHOICES.items():
         if ctx.get(key) not in options:
             yield f"{key} {str(ctx.get(key))[:60]!r} is not one of the choices: {', '.join(options)}; pick one of them"

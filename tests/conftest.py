@@ -7,8 +7,8 @@ from pathlib import Path
 
 import jinja2
 import pytest
-from helpers import baked_project
 from matrix import ACCEPTED, EXTREMES, REJECTED
+from render import baked_project
 
 
 def pytest_configure(config):

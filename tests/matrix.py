@@ -8,23 +8,11 @@ Every accepted combination is rendered, checked and smoke-trained.
 import itertools
 import random
 
-from helpers import CHOICES, REQUIRES, TRICKS
+from render import CHOICES
+from tricks import REGISTRY, TRICKS, unmet
 
 GPU_IDS = ["0", "", "1", "0,1", "0,1,2,3", "cpu"]
 PROJECT_NAMES = ["My Project", "Flower Classifier", "Vision Ünïcode", "x"]
-SHORT = {  # short names keep test ids readable (pytest replaces ids over 100 characters)
-    "use_amp": "amp",
-    "use_checkpointing": "ckpt",
-    "use_distributed": "ddp",
-    "use_freezing": "freeze",
-    "use_grad_clipping": "clip",
-    "use_label_smoothing": "smooth",
-    "use_layerwise_lr": "lrmult",
-    "use_mixup": "mix",
-    "use_sync_bn": "syncbn",
-    "use_tensorboard": "tb",
-    "use_ema": "ema",
-}
 
 
 def _draw(rng: random.Random, tricks_on: dict) -> dict:
@@ -36,7 +24,7 @@ def _draw(rng: random.Random, tricks_on: dict) -> dict:
 
 
 def _name(answers: dict) -> str:
-    on = [SHORT[trick] for trick in TRICKS if answers[trick]] or ["none"]
+    on = [REGISTRY[trick].short for trick in TRICKS if answers[trick]] or ["none"]  # ids under pytest's 100 chars
     choices = [answers[key] for key in CHOICES]
     return "+".join(on) + "|" + "|".join(choices) + f"|gpus={answers['gpu_ids'] or 'empty'}"
 
@@ -48,8 +36,7 @@ def combinations() -> tuple[dict[str, dict], dict[str, dict]]:
     for values in itertools.product([False, True], repeat=len(TRICKS)):
         answers = _draw(rng, dict(zip(TRICKS, values, strict=True)))
         answers["gpu_ids"] = rng.choice(GPU_IDS)
-        refused = any(answers[trick] and not answers[needed] for trick, needed in REQUIRES.items())
-        (rejected if refused else accepted)[_name(answers)] = answers
+        (rejected if unmet(answers) else accepted)[_name(answers)] = answers
     return accepted, rejected
 
 
@@ -60,4 +47,3 @@ ACCEPTED, REJECTED = combinations()
 EXTREMES = {
     f"{model}-{'all-on' if on else 'all-off'}": (model, on) for model in CHOICES["model"] for on in (True, False)
 }
-REJECTION_MESSAGES = {"use_sync_bn": "use_sync_bn synchronises BatchNorm across the processes of a multi-GPU job"}

@@ -34,7 +34,8 @@ def _watch(package: str, checks: dict, seen: dict):
     train_module = importlib.import_module(f"{package}.train")
     mixed, received = [], []
     seen |= {"losses": 0, "smoothed_losses": 0, "soft_targets": 0, "logits_dtypes": [], "step_norms": []}
-    seen["sync_bn_layers"] = 0
+    seen |= {"sync_bn_layers": 0, "epochs": []}
+    _watch_updates(train_module, seen)
 
     def loss_hook(module, args, output):
         seen["sync_bn_layers"] += isinstance(module, nn.SyncBatchNorm) and module.training  # forwards through one
@@ -77,6 +78,76 @@ def _watch(package: str, checks: dict, seen: dict):
     return lambda: len(mixed) == len(received) > 0 and all(map(torch.equal, mixed, received))
 
 
+def _watch_updates(train_module, seen: dict) -> None:
+    """Every update the loop attempts, per epoch, in seen["epochs"]: whether the optimizer really stepped (fp16's
+    GradScaler skips a step whose gradients overflowed), the norm clipping measured before it, and how often the
+    EMA was updated after it. Told apart from outside the loop's own bookkeeping: a step is taken when the
+    optimizer's step hook fires, whatever the scaler or the loop believe."""
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    state = {"in_scaler_step": False, "stepped": 0, "norm": None}
+
+    def attempt(taken: bool) -> None:
+        if not seen["epochs"]:  # an update outside train_one_epoch: keep it visible, in an epoch of its own
+            seen["epochs"].append([])
+        seen["epochs"][-1].append({"taken": taken, "norm": state["norm"], "ema_updates": 0})
+        state["norm"] = None
+
+    def stepped(optimizer, args, kwargs):
+        state["stepped"] += 1
+        if not state["in_scaler_step"]:  # no GradScaler in this loop: every update is a step
+            attempt(True)
+
+    register_optimizer_step_post_hook(stepped)
+    scaler_step = torch.amp.GradScaler.step
+
+    def watched_scaler_step(self, optimizer, *args, **kwargs):
+        before, state["in_scaler_step"] = state["stepped"], True
+        try:
+            return scaler_step(self, optimizer, *args, **kwargs)
+        finally:
+            state["in_scaler_step"] = False
+            attempt(state["stepped"] > before)
+            seen["epochs"][-1][-1]["scale"] = self.get_scale() if self.is_enabled() else None
+
+    torch.amp.GradScaler.step = watched_scaler_step
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def watched_clip(*args, **kwargs):
+        norm = clip(*args, **kwargs)
+        state["norm"] = float(norm)  # the total norm before clipping; inf or NaN when the gradients overflowed
+        return norm
+
+    torch.nn.utils.clip_grad_norm_ = watched_clip
+    train_one_epoch = train_module.train_one_epoch
+
+    def watched_epoch(*args, **kwargs):
+        seen["epochs"].append([])
+        return train_one_epoch(*args, **kwargs)
+
+    train_module.train_one_epoch = watched_epoch
+    build_ema = getattr(train_module, "build_ema", None)
+    if build_ema is not None:
+
+        def watched_ema(*args, **kwargs):
+            ema = build_ema(*args, **kwargs)
+            if ema is not None:
+                update = ema.update_parameters
+
+                def counted(*update_args, **update_kwargs):
+                    if seen["epochs"] and seen["epochs"][-1]:
+                        seen["epochs"][-1][-1]["ema_updates"] += 1
+                    else:  # an EMA update before any update of the weights: a trace of its own
+                        seen["epochs"].append([{"taken": False, "norm": None, "ema_updates": 1}])
+                    return update(*update_args, **update_kwargs)
+
+                ema.update_parameters = counted
+            return ema
+
+        train_module.build_ema = watched_ema
+
+
 def run(src: str, package: str, commands: list[list[str]], report: str, checks: dict, ddp: bool) -> None:
     log = os.open(Path(report).with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(log, 1)
@@ -102,7 +173,8 @@ def run(src: str, package: str, commands: list[list[str]], report: str, checks: 
         runtime = importlib.import_module(f"{package}.runtime")
         cfg = config.TrainConfig(**config.load_config_file(run_dir / "config.yaml"))
         runtime.seed_everything(cfg.seed, cfg.deterministic)
-        initial = models.build_model(cfg.model, 10, cfg.pretrained, cfg.init).state_dict()
+        classes = len((run_dir / "classes.txt").read_text(encoding="utf-8").splitlines())  # the run's own list
+        initial = models.build_model(cfg.model, classes, cfg.pretrained, cfg.init).state_dict()
         trained = torch.load(run_dir / "model.pt", weights_only=True, map_location="cpu", mmap=True)
         if checks["frozen"]:
             frozen = checks["frozen"] + "."

@@ -1,23 +1,16 @@
 """Renders: clean files, lint-free code, passing generated tests, and training that really learns."""
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import (
-    CHOICES,
-    TRICKS,
-    answers_for,
-    assert_ruff_clean,
-    assert_valid_files,
-    baked_project,
-    own_pytest_run,
-    package_of,
-    run_in,
-    tomllib,
-)
+from checks import assert_ruff_clean, assert_valid_files, tomllib
 from PIL import Image
+from render import CHOICES, baked_project, package_of
+from runners import own_pytest_run, run_in
+from tricks import TRICKS, answers_for
 
 
 @pytest.fixture(scope="module", params=CHOICES["model"])
@@ -37,11 +30,24 @@ def test_render_is_ruff_clean(model_project):
     assert_ruff_clean(model_project)
 
 
+# Measured with `<project> train --epochs 1 --device cpu` on an idle 2-core machine (synthetic data, fp32)
+SECONDS_PER_EPOCH = {"small_cnn": 1.6, "resnet18": 9.7, "mobilenet_v3_small": 4.3, "efficientnet_b0": 11.5}
+
+
+def test_readme_says_what_an_epoch_of_the_chosen_model_costs(model_project):
+    """A newcomer's first `train` uses the default model: the README's claim must be that model's, not small_cnn's."""
+    model = json.loads((model_project / ".cookiecutter.json").read_text())["cookiecutter"]["model"]
+    (line,) = [line for line in (model_project / "README.md").read_text().splitlines() if line.endswith("CPU cores")]
+    claimed = float(line.split("~")[1].split()[0])
+    assert f"{model}: ~" in line and 0.5 <= claimed / SECONDS_PER_EPOCH[model] <= 2, line
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", CHOICES["model"][1:])
 def test_generated_tests_pass(model, cookies):
     """The generated suite's fast lane; the default model's render runs its whole suite installed (test_install.py)."""
-    run_in(baked_project(cookies, model=model), "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow")
+    project = baked_project(cookies, model=model)
+    run_in(project, "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow", timeout=900)  # real models: minutes
 
 
 def test_smoke_training_step_in_a_subprocess(model_project, tmp_path):

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import smoke_child
 import torch
-from helpers import epochs_trained, package_of
+from render import package_of
+from runners import epochs_trained
 
 pytestmark = pytest.mark.slow
 EPOCHS = 4  # about 1.4 s each here: the timed kills land in epochs 2 to 4

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import TRICKS, answers_for, baked_project, epochs_trained, package_of, run_in
+from render import baked_project, package_of
+from runners import epochs_trained, run_in
+from tricks import TRICKS, answers_for
 
 pytestmark = pytest.mark.slow
 
@@ -244,5 +246,5 @@ def test_all_on_through_the_gpus_launcher_with_channels_last_compile_and_determi
     args = ["train", "--gpus", "0,1", "--device", "cuda", "--epochs", "2", "--max-steps-per-epoch", "3"]
     args += ["--channels-last", "--compile", "--deterministic", "--sync-bn", "--output-dir", str(run)]
     done = run_in(project, "-m", package_of(project), *args, timeout=600)
-    assert "distributed: world size 2, backend nccl" in done.stdout and "keeping BatchNorm" not in done.stderr
+    assert "distributed: world size 2, backend nccl" in done.stdout and "SyncBatchNorm needs" not in done.stderr
     assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 2

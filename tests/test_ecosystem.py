@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 from cookiecutter.main import cookiecutter
-from helpers import ROOT, TEMPLATE, answers_for, baked_project, package_of
+from render import ROOT, TEMPLATE, baked_project, package_of
+from tricks import answers_for
 
 GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t"}
 GIT |= {"GIT_COMMITTER_EMAIL": "t@example.com"}
@@ -63,6 +64,8 @@ def test_cruft_creates_checks_and_updates_a_trick_on(cookies, tmp_path):
     template = tmp_path / "template"  # cruft works from a git repository: the template as it is now
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True)
     for name in filter(None, files.stdout.decode().split("\0")):
+        if not (ROOT / name).is_file():  # tracked but deleted in the working tree: not in the template as it is now
+            continue
         (template / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, template / name)
     git("init", "-q", cwd=template)

@@ -3,23 +3,32 @@
 import ast
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from checks import tomllib
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
-from helpers import (
+from cookiecutter.prompt import YesNoPrompt
+from render import (
     CHOICES,
     CONTEXT,
     ROOT,
     SYSTEM_TEMP,
     TEMPLATE,
+    YES_NO,
+    assert_refused,
     bake,
     baked_project,
-    last_output_dir,
     package_of,
-    tomllib,
+    render,
+    replay_file,
 )
+from rich.prompt import PromptBase
+
+import local_extensions
 
 
 @pytest.mark.parametrize(
@@ -40,13 +49,9 @@ from helpers import (
         ({"gpu_ids": "0,1,0"}, "lists a GPU twice"),
     ],
 )
-def test_bad_answers_give_one_error_line_and_no_output(cookies, capfd, answers, message):
-    result = bake(cookies, **answers)
-    assert result.exit_code != 0
-    err = capfd.readouterr().err
-    errors = [line for line in err.splitlines() if line.startswith("ERROR: ") and "hook script" not in line]
-    assert len(errors) == 1 and message in errors[0], errors
-    assert list(last_output_dir(cookies).iterdir()) == []
+def test_bad_answers_give_one_error_line_and_no_output(tmp_path, capfd, answers, message):
+    error = assert_refused(tmp_path, capfd, "extra", **answers)
+    assert message in error, error
 
 
 def test_a_model_outside_the_choices_is_refused(cookies):
@@ -100,14 +105,6 @@ def test_answers_typed_at_the_prompt_are_taken_literally_even_jinja(tmp_path):
     assert (project / "README.md").read_text().startswith(f"# {text}\n")
 
 
-def replay_file(tmp_path: Path, **answers) -> Path:
-    context = {key: value for key, value in CONTEXT.items() if key != "__prompts__"}
-    context |= {key: options[0] for key, options in CHOICES.items()} | answers
-    replay = tmp_path / "replay.json"
-    replay.write_text(json.dumps({"cookiecutter": context}))
-    return replay
-
-
 INJECTED = "small_cnn\", \"x\"); open(__import__('os').environ['MARKER'], 'w').close(); (\""
 
 
@@ -138,3 +135,218 @@ def test_a_replayed_slug_that_leaves_the_output_folder_creates_nothing(tmp_path,
         cookiecutter(str(ROOT), replay=str(replay), output_dir=str(out))
     assert "ERROR: project_slug '../outside/deep/evil'" in capfd.readouterr().err
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "nest").rglob("*")) in ([], [Path("nest/out")])
+
+
+# --- Answers of the wrong type or unwritable text, from a replay file, --extra-context or the prompt ---------------
+
+TEXT = sorted(key for key, value in CONTEXT.items() if isinstance(value, str) and not key.startswith("_"))
+
+
+@pytest.mark.parametrize(
+    ("via", "value"),
+    [
+        ("replay", "no"),  # a replay file keeps strings as they are: "no" is a non-empty string, true in Jinja
+        ("replay", "false"),
+        ("replay", "yes"),
+        ("replay", ""),
+        ("replay", 0),
+        ("replay", 1),
+        ("replay", None),
+        ("replay", []),
+        ("extra", 0),  # --no-input renders a non-string as text: 0 became "0", true in Jinja
+        ("extra", None),
+    ],
+)
+@pytest.mark.parametrize("key", ["use_amp", "use_checkpointing"])  # one off and one on by default
+def test_a_yes_no_answer_that_is_not_a_boolean_is_refused(tmp_path, capfd, via, value, key):
+    error = assert_refused(tmp_path, capfd, via, **{key: value})
+    assert error.startswith(f"ERROR: {key} ") and "answer true or false (yes or no at the prompt)" in error, error
+
+
+@pytest.mark.parametrize(
+    ("via", "value", "on"),
+    [
+        ("replay", True, True),
+        ("replay", False, False),
+        ("extra", True, True),
+        ("extra", False, False),
+        ("extra", "no", False),  # cookiecutter 2.7 turns a yes/no string of --extra-context into a bool itself
+        ("extra", "Yes", True),
+        ("extra", "0", False),
+        ("extra", "on", True),
+    ],
+)
+def test_a_yes_no_answer_that_cookiecutter_delivers_as_a_boolean_renders(tmp_path, via, value, on):
+    project = render(tmp_path, via, use_amp=value)
+    assert (project / "src" / package_of(project) / "amp.py").exists() is on
+
+
+def test_a_yes_no_extra_context_string_cookiecutter_cannot_read_stops_it_before_any_template_code(tmp_path):
+    """Not ours to word: cookiecutter refuses it while reading the answers, before the template is involved."""
+    with pytest.raises(ValueError, match="could not be converted to a boolean"):
+        render(tmp_path, "extra", use_amp="maybe")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("typed", ["yes", "no"])
+def test_yes_no_typed_at_the_prompt_arrive_as_booleans_and_render(tmp_path, monkeypatch, typed):
+    """At the prompt cookiecutter turns yes/no into real booleans; every other prompt takes its default."""
+    monkeypatch.setattr(PromptBase, "get_input", classmethod(lambda cls, *args, **kwargs: ""))
+    monkeypatch.setattr(YesNoPrompt, "get_input", classmethod(lambda cls, *args, **kwargs: typed))
+    project = Path(cookiecutter(str(ROOT), output_dir=str(tmp_path / "out")))
+    answers = json.loads((project / ".cookiecutter.json").read_text())["cookiecutter"]
+    assert {key: answers[key] for key in YES_NO} == dict.fromkeys(YES_NO, typed == "yes")
+    assert (project / "src" / package_of(project) / "amp.py").exists() is (typed == "yes")
+
+
+@pytest.mark.parametrize(
+    ("via", "key", "value"),
+    [
+        ("replay", "project_name", 5),
+        ("replay", "project_name", None),
+        ("replay", "project_name", ["My", "Project"]),
+        ("replay", "gpu_ids", 0),
+        ("replay", "gpu_ids", None),
+        ("replay", "gpu_ids", [0, 1]),
+        ("replay", "project_slug", 5),  # the folder name: refused where it is rendered, before the folder exists
+        ("replay", "package_name", 5),
+        ("replay", "description", 5),
+        ("replay", "author_name", None),
+        ("replay", "author_name", {"name": "x"}),
+        ("extra", "project_name", None),  # fails while the slug is derived from it, before the hook
+        ("extra", "project_name", {"a": 1}),
+        ("extra", "project_slug", None),
+        ("extra", "gpu_ids", None),
+        ("extra", "description", None),
+    ],
+)
+def test_a_text_answer_that_is_not_text_is_refused(tmp_path, capfd, via, key, value):
+    error = assert_refused(tmp_path, capfd, via, **{key: value})
+    assert error.startswith(f"ERROR: {key} ") and "must be text" in error, error
+
+
+@pytest.mark.parametrize(
+    ("via", "answers", "length"),
+    [
+        ("extra", {"project_name": "x" * 300}, "300 characters"),  # was: OSError "File name too long"
+        ("replay", {"project_name": "x" * 300, "project_slug": "x" * 300}, "300 characters"),
+        ("replay", {"project_slug": "\u00e9" * 130}, "260 bytes in UTF-8"),  # 130 characters, over 255 bytes
+    ],
+)
+def test_a_project_name_too_long_for_a_folder_is_refused_before_the_folder_exists(
+    tmp_path, capfd, via, answers, length
+):
+    error = assert_refused(tmp_path, capfd, via, **answers)
+    assert error.startswith("ERROR: project_slug '") and f"is {length} long" in error, error
+    assert "at most 100 characters" in error, error
+
+
+def test_a_slug_of_100_characters_is_a_folder_name(tmp_path, capfd):
+    project = render(tmp_path, "extra", project_name="a" * 100, package_name="long_one")
+    assert project.name == "a" * 100
+    assert_refused(tmp_path / "101", capfd, "extra", project_name="a" * 101, package_name="long_one")
+
+
+@pytest.mark.parametrize(
+    ("via", "key", "value"),
+    [
+        ("extra", "description", "\ud800"),  # a lone surrogate: Python holds it, UTF-8 cannot write it
+        ("replay", "description", "\ud800"),
+        ("extra", "author_name", "Ann \udcff"),
+        ("extra", "project_name", "ab\ud800c"),
+        ("replay", "project_slug", "ab\ud800c"),  # the folder name: refused before the folder exists
+        ("replay", "package_name", "ab\udfffc"),
+        ("replay", "gpu_ids", "0,\ud801"),
+        ("replay", "model", "\ud800"),
+    ],
+)
+def test_text_that_utf8_cannot_encode_is_refused_and_nothing_is_written(tmp_path, capfd, via, key, value):
+    error = assert_refused(tmp_path, capfd, via, **{key: value})
+    assert error.startswith(f"ERROR: {key} ") and "UTF-8" in error, error
+
+
+def planted_module(tmp_path: Path, monkeypatch, name: str) -> Path:
+    """A module on sys.path that leaves a file behind when it is imported, with a Jinja extension in it."""
+    marker = tmp_path / f"{name}-imported"
+    (tmp_path / f"{name}.py").write_text(
+        f"from jinja2.ext import Extension\nopen({str(marker)!r}, 'w').close()\n\nclass Ext(Extension):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return marker
+
+
+def test_a_replayed_extension_after_the_templates_own_is_refused_before_it_is_imported(tmp_path, capfd, monkeypatch):
+    marker = planted_module(tmp_path, monkeypatch, "planted_after")
+    extensions = [*CONTEXT["_extensions"], "planted_after.Ext"]
+    error = assert_refused(tmp_path, capfd, "replay", _extensions=extensions)
+    assert error.startswith("ERROR: _extensions ") and "planted_after.Ext" in error, error
+    assert not marker.exists()
+
+
+def test_a_replayed_extension_before_the_templates_own_is_imported_by_cookiecutter_then_refused(
+    tmp_path, capfd, monkeypatch
+):
+    """The limitation: cookiecutter imports the extensions in the listed order before any template code runs, so
+    one listed before the template's own is imported; the render is still refused with nothing written."""
+    marker = planted_module(tmp_path, monkeypatch, "planted_before")
+    extensions = ["planted_before.Ext", *CONTEXT["_extensions"]]
+    error = assert_refused(tmp_path, capfd, "replay", _extensions=extensions)
+    assert error.startswith("ERROR: _extensions ") and "planted_before.Ext" in error, error
+    assert marker.exists()
+
+
+def test_the_hook_refuses_a_foreign_extension_where_the_extension_cannot_see_the_answers(tmp_path, capfd, monkeypatch):
+    """The second line of defence (another cookiecutter, whose frames the extension does not know)."""
+    monkeypatch.setattr(local_extensions, "refuse_foreign_extensions", lambda: None)
+    marker = planted_module(tmp_path, monkeypatch, "planted_hook")
+    error = assert_refused(tmp_path, capfd, "replay", _extensions=[*CONTEXT["_extensions"], "planted_hook.Ext"])
+    assert error.startswith("ERROR: _extensions lists planted_hook.Ext, which this template does not use"), error
+    assert marker.exists()  # imported: only the extension's check comes before that
+
+
+def test_extensions_from_extra_context_are_refused_by_cookiecutter_before_any_import(tmp_path, monkeypatch):
+    """cookiecutter accepts only a subset of the template's own list from --extra-context."""
+    marker = planted_module(tmp_path, monkeypatch, "planted_extra")
+    with pytest.raises(ValueError, match="valid choices are"):
+        render(tmp_path, "extra", _extensions=["planted_extra.Ext"])
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+# --- After a render --------------------------------------------------------------------------------------------------
+
+
+def test_a_render_ends_with_the_next_steps_naming_its_folder(cookies, capfd, tmp_path, monkeypatch):
+    project = baked_project(cookies, project_name="Flower Classifier")
+    out = capfd.readouterr().out
+    assert f'Next: cd {project} && pip install -e ".[dev]" && flower-classifier train' in out, out
+    assert "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu" in out, out
+    monkeypatch.setenv("PWD", str(tmp_path / "out"))  # the shell's folder is where the project was created
+    render(tmp_path, "extra", project_name="Flower Classifier")
+    lines = [line for line in capfd.readouterr().out.splitlines() if line.strip()]
+    assert lines[-2] == 'Next: cd flower-classifier && pip install -e ".[dev]" && flower-classifier train', lines
+
+
+def test_a_render_over_an_existing_project_keeps_its_own_empty_files(tmp_path):
+    """Files of features that are off render empty and are removed; on `cookiecutter -f` over a project, the user's
+    own empty files (a package's __init__.py, a .gitkeep) are not the template's and stay."""
+    project = render(tmp_path, "no_input")
+    package = project / "src" / package_of(project)
+    own = [package / "extra" / "__init__.py", project / "tests" / "__init__.py", project / "data" / ".gitkeep"]
+    for path in own:
+        path.parent.mkdir(exist_ok=True)
+        path.touch()
+    again = cookiecutter(str(ROOT), no_input=True, overwrite_if_exists=True, output_dir=str(tmp_path / "out"))
+    assert Path(again) == project and all(path.is_file() for path in own)
+    assert not (package / "amp.py").exists() and (package / "checkpoint.py").is_file()  # off and on by default
+
+
+def test_a_render_run_inside_the_template_folder_removes_the_files_of_features_that_are_off(tmp_path):
+    """`cookiecutter .` gives cookiecutter a relative template path, which the hooks (run in the new project's
+    folder) cannot use: the post-generation hook finds the template where its Jinja extension is."""
+    done = subprocess.run(
+        [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(tmp_path), "."],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    package = next((tmp_path / "my-project" / "src").iterdir())
+    assert not (package / "amp.py").exists() and (package / "checkpoint.py").is_file()

@@ -7,10 +7,11 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from helpers import TRICKS, answers_for, baked_project, own_pytest_run, package_of
+from render import baked_project, package_of
+from runners import own_pytest_run
+from tricks import NAMED
 
 pytestmark = pytest.mark.slow
-NAMED = {"defaults": None, "all-on": answers_for(TRICKS), "all-off": answers_for([])}
 
 
 def sh(*command, cwd=None, timeout=600) -> subprocess.CompletedProcess:
@@ -24,7 +25,7 @@ def sh(*command, cwd=None, timeout=600) -> subprocess.CompletedProcess:
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("name", NAMED)
 def test_installed_render_runs_its_console_script_and_tests(name, cookies, tmp_path):
-    project = baked_project(cookies, **(NAMED[name] or {}))
+    project = baked_project(cookies, **NAMED[name])
     venv = tmp_path / "venv"
     sh(sys.executable, "-m", "venv", "--without-pip", venv)
     python = venv / "bin" / "python"

@@ -1,40 +1,37 @@
 """Every accepted combination of answers rendered, checked and smoke-trained on the CPU (and on CUDA where present);
 every refused one refused with its message."""
 
-import csv
+import itertools
 import json
-import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import smoke_child
-import yaml
-from helpers import (
-    CHOICES,
-    CLIP,
-    CONFIG_KEYS,
+from checks import assert_ruff_clean, assert_valid_files
+from matrix import ACCEPTED, EXTREMES, GPU_IDS, PROJECT_NAMES, REJECTED
+from render import CHOICES, YES_NO, bake, baked_project, package_of, refused_by_the_hook
+from runners import Run
+from tricks import (
     MODEL_PARTS,
     SMOOTHING,
-    TRACES,
     TRICKS,
     answers_for,
-    assert_ruff_clean,
-    assert_valid_files,
-    bake,
-    baked_project,
-    epochs_trained,
-    feature_files,
-    last_output_dir,
-    package_of,
+    assert_files_exactly_for,
+    assert_refused_for_what_it_needs,
+    assert_traces_exactly_for,
+    check_run,
+    smoke_commands,
     smoke_flags,
 )
-from matrix import ACCEPTED, EXTREMES, GPU_IDS, PROJECT_NAMES, REJECTED, REJECTION_MESSAGES
 
 pytestmark = pytest.mark.slow
 SMOKE_TIMEOUT = 240  # seconds per combination: a hang fails that case, not the run
-DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+# fp16 on CUDA: the GradScaler starts at 2**16 and skips every step whose scaled gradients overflow fp16, halving its
+# scale each time (resnet18's and efficientnet_b0's first steps do). Those runs get more steps, so that some are taken.
+FP16_STEPS = 10
 
 
 def cuda_available() -> bool:
@@ -47,31 +44,73 @@ CUDA = cuda_available()
 NEEDS_CUDA = pytest.mark.skipif(not CUDA, reason="CUDA is not available: the GPU lane runs on a machine with a GPU")
 
 
+def precision_of(answers: dict) -> str:
+    """The precision a render trains in on CUDA: its prompted one with mixed precision, else fp32."""
+    return answers["amp_precision"] if answers["use_amp"] else "fp32"
+
+
+def gpu_sample(accepted: dict[str, dict]) -> list[str]:
+    """A covering sample of the accepted combinations for a short GPU check: one per model x precision (fp32, bf16,
+    fp16) x DDP on/off x checkpointing on/off (48), each picked, in the matrix's own order, to add the most
+    (trick, value) x model and (trick, value) x precision pairs not yet covered. Deterministic."""
+    covered, sample = set(), []
+    for model in CHOICES["model"]:
+        for precision in ("fp32", *CHOICES["amp_precision"]):
+            for ddp in (False, True):
+                for ckpt in (False, True):
+                    cell = [
+                        name
+                        for name, a in accepted.items()
+                        if (a["model"], precision_of(a), a["use_distributed"], a["use_checkpointing"])
+                        == (model, precision, ddp, ckpt)
+                    ]
+                    assert cell, (model, precision, ddp, ckpt)
+                    best = max(cell, key=lambda name: len(_pairs(accepted[name]) - covered))  # first of the best
+                    covered |= _pairs(accepted[best])
+                    sample.append(best)
+    return sample
+
+
+def _pairs(answers: dict) -> set[tuple]:
+    return {(trick, answers[trick], key, value) for trick in TRICKS for key, value in _choices(answers).items()}
+
+
+def _choices(answers: dict) -> dict:
+    return {"model": answers["model"], "precision": precision_of(answers)}
+
+
+# GPU_LANE=sample (scripts/gpu-check.sh's default) smoke-trains only the covering sample on CUDA; anything else but
+# the default `full` is refused. The CPU matrix runs every accepted combination whatever it says.
+GPU_LANE = os.environ.get("GPU_LANE", "full")
+if GPU_LANE not in ("full", "sample"):
+    raise ValueError(f"GPU_LANE={GPU_LANE!r}: use full (every accepted combination on CUDA) or sample")
+GPU_SAMPLE = gpu_sample(ACCEPTED)
+GPU_CASES = GPU_SAMPLE if GPU_LANE == "sample" else list(ACCEPTED)
+
+
 def check_render(project: Path, answers: dict) -> None:
     """Files, traces and syntax of one render; ruff runs over many renders at once (see below)."""
     tricks = {trick for trick in TRICKS if answers[trick]}
-    package_dir = Path("src", package_of(project))
     assert_valid_files(project)
-    for feature, paths in feature_files().items():
-        for path in paths:
-            assert (project / path.format(package=package_dir)).is_file() == (feature in tricks), path
-    readme = (project / "README.md").read_text().lower()
-    for trick, words in TRACES.items():
-        assert any(word in readme for word in words) == (trick in tricks), f"README and {trick}"
+    assert_files_exactly_for(project, tricks)
+    assert_traces_exactly_for((project / "README.md").read_text(), tricks, "README.md")
 
 
 def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> None:
-    """Two training steps and validation batches with every chosen trick on, then the visible effects."""
+    """Two training steps (FP16_STEPS with fp16 on CUDA) and validation batches with every chosen trick on, then the
+    visible effects of each trick on and the absence of each one off (tests/tricks.py)."""
     tricks = [trick for trick in TRICKS if answers[trick]]
     run = out / "run"
-    train = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--device", device]
+    precision = ("bf16" if device == "cpu" else answers["amp_precision"]) if answers["use_amp"] else "fp32"
+    scaled = device == "cuda" and precision == "fp16"  # the only runs with a GradScaler that can skip steps
+    steps = str(FP16_STEPS if scaled else 2)
+    train = ["train", "--epochs", "1", "--max-steps-per-epoch", steps, "--batch-size", "8", "--device", device]
     train += ["--gpus", "0"] if device == "cuda" else []  # the GPU there is, whatever the render's default
     train += ["--num-workers", "0", "--no-plots", "--output-dir", str(run), *smoke_flags(tricks, answers["model"])]
     train += ["--mean", *["0.5"] * 3, "--std", *["0.25"] * 3]  # measuring them: the render's own tests
-    commands = [train]
-    if answers["use_checkpointing"]:
-        commands.append([*train, "--resume", "auto", "--epochs", "2"])
-    checks = {
+    commands = smoke_commands(train, tricks)
+    # What the hooks inside the run (smoke_child._watch) compare the run with
+    watch = {
         "frozen": MODEL_PARTS[answers["model"]][0] if answers["use_freezing"] else None,
         "ema": answers["use_ema"],
         "mixup": answers["use_mixup"],
@@ -80,7 +119,7 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
     report = out / "report.json"
     child = forkserver.Process(
         target=smoke_child.run,
-        args=(str(project / "src"), package_of(project), commands, str(report), checks, answers["use_distributed"]),
+        args=(str(project / "src"), package_of(project), commands, str(report), watch, answers["use_distributed"]),
     )
     child.start()
     child.join(SMOKE_TIMEOUT)
@@ -92,45 +131,35 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
     seen = json.loads(report.read_text())
     assert seen["exit_codes"] == [0] * len(commands), log[-3000:]
 
-    with open(run / "metrics.csv") as file:
-        rows = list(csv.DictReader(file))
-    assert all(math.isfinite(float(row[key])) for row in rows for key in ("train_loss", "val_loss"))
-    saved = yaml.safe_load((run / "config.yaml").read_text())
-    for trick, keys in CONFIG_KEYS.items():
-        assert all((key in saved) == (trick in tricks) for key in keys), trick
-    # Each chosen trick visibly at work in the run (the hooks are in smoke_child._watch); each one off, absent.
-    assert seen["losses"] >= 2 and seen["smoothed_losses"] == seen["losses"], "label smoothing (or its absence)"
-    assert seen["soft_targets"] == (seen["losses"] if answers["use_mixup"] else 0), "mixup's soft labels"
-    precision = ("bf16" if device == "cpu" else answers["amp_precision"]) if answers["use_amp"] else "fp32"
-    assert set(seen["logits_dtypes"]) == {DTYPE_NAMES[precision]}, "autocast"
-    if answers["use_amp"]:
-        assert saved["precision"] == precision  # fp16 falls back to bf16 on CPUs
-    if answers["use_checkpointing"]:
-        # resumed where it should: epoch 1 trained once, then epoch 2 after the checkpoint
-        assert seen["checkpoint_epochs"] == [1, 2] and "resumed from" in log and epochs_trained(log) == [1, 2], log
-    if answers["use_distributed"]:
-        assert f"distributed: world size 1, backend {'gloo' if device == 'cpu' else 'nccl'}" in log
-    if answers["use_sync_bn"]:
-        if device == "cpu":
-            assert "SyncBatchNorm needs a distributed CUDA job: keeping BatchNorm" in log
-        else:  # a one-process CUDA group: converted and trained through
-            assert seen["sync_bn_layers"] > 0 and "keeping BatchNorm" not in log
-    if answers["use_freezing"]:
-        assert seen["frozen_unchanged"] and "frozen parameters:" in log
-    if answers["use_layerwise_lr"]:
-        head = MODEL_PARTS[answers["model"]][1]
-        assert float(rows[0][f"lr[{head}]"]) == pytest.approx(10 * float(rows[0]["lr"]))
-    if answers["use_mixup"]:
-        assert seen["mixed_inputs"], "the model did not train on the mixed batches"
-    if answers["use_grad_clipping"]:
-        assert seen["step_norms"] == pytest.approx([CLIP] * len(seen["step_norms"]), rel=1e-3)
-        assert len(seen["step_norms"]) >= 2 and float(rows[0]["grad_norm"]) > CLIP
-    if answers["use_ema"]:
-        assert seen["ema_updated"] and seen["ema_averaged"] and (run / "ema.pt").is_file()
-        assert 0 <= float(rows[0]["ema_val_acc"]) <= 1
-    if answers["use_tensorboard"]:
-        events = (run / "tensorboard").glob("events.out.tfevents.*")
-        assert sum(b"loss/train" in path.read_bytes() for path in events) == len(commands)  # scalars of each run
+    produced = Run(
+        folder=run,
+        log=log,
+        model=answers["model"],
+        device=device,
+        precision=precision,
+        commands=len(commands),
+        checkpoint_epochs=seen["checkpoint_epochs"],
+        one_process_group=answers["use_distributed"],
+        scaled=scaled,
+        seen=seen,
+    )
+    assert seen["losses"] >= 2, "the training loss was not seen"
+    check_updates(produced)
+    check_run(produced, tricks)
+
+
+def check_updates(run: Run) -> None:
+    """The optimizer updates the runs attempted (smoke_child._watch_updates), judged by the steps really taken: with
+    fp16's GradScaler some are skipped, and a skipped one must leave no trace (no EMA update, no share of grad_norm:
+    the checks of those tricks). At least two taken steps are required, so that clipping and the EMA are always seen
+    at work."""
+    updates = [update for epoch in run.seen["epochs"] for update in epoch]
+    taken = [update for update in updates if update["taken"]]
+    pattern = [(update["taken"], update.get("scale")) for update in updates]
+    assert len(run.seen["epochs"]) == len(run.rows), (run.seen["epochs"], run.rows)  # a train_one_epoch per row
+    assert run.scaled or len(taken) == len(updates), f"a step skipped without a GradScaler: {pattern}"
+    assert len(taken) >= 2, f"only {len(taken)} of {len(updates)} optimizer steps taken (taken, scale): {pattern}"
+    assert len(run.seen["step_norms"]) == len(taken), (run.seen["step_norms"], pattern)
 
 
 @pytest.mark.parametrize("name", ACCEPTED)
@@ -146,7 +175,7 @@ def test_combination_renders_clean_and_trains_on_cpu(name, cookies, forkserver, 
 
 @pytest.mark.gpu
 @NEEDS_CUDA
-@pytest.mark.parametrize("name", ACCEPTED)
+@pytest.mark.parametrize("name", GPU_CASES)
 def test_combination_trains_on_cuda(name, cookies, forkserver, scratch):
     answers = ACCEPTED[name]
     smoke(forkserver, baked_project(cookies, **answers), answers, scratch, "cuda")
@@ -161,14 +190,8 @@ def test_every_model_trains_with_every_trick_on_and_every_trick_off(name, device
 
 
 @pytest.mark.parametrize("name", REJECTED)
-def test_refused_combination_fails_with_its_message_and_no_output(name, cookies, capfd):
-    answers = REJECTED[name]
-    result = bake(cookies, **answers)
-    assert result.exit_code != 0
-    expected = [message for trick, message in REJECTION_MESSAGES.items() if answers[trick]]
-    errors = [line for line in capfd.readouterr().err.splitlines() if line.startswith("ERROR: ")]
-    assert any(message in line for message in expected for line in errors), errors
-    assert list(last_output_dir(cookies).iterdir()) == []
+def test_refused_combination_fails_with_its_message_and_no_output(name, tmp_path, capfd):
+    assert_refused_for_what_it_needs(tmp_path, capfd, REJECTED[name])
 
 
 def test_the_design_covers_every_boolean_against_every_choice_and_text_answer():
@@ -188,6 +211,29 @@ def test_every_accepted_combination_is_smoke_trained_not_a_sample():
     def names(test) -> list[str]:
         return next(mark.args[1] for mark in test.pytestmark if mark.name == "parametrize")
 
-    assert len(ACCEPTED) == 1536 and len(REJECTED) == 512  # 2**11 boolean answers; SyncBN needs DDP
+    # Every assignment of cookiecutter.json's yes/no answers, judged by the pre-generation hook's own rules
+    assignments = [
+        dict(zip(YES_NO, values, strict=True)) for values in itertools.product([False, True], repeat=len(YES_NO))
+    ]
+    refused = [answers for answers in assignments if refused_by_the_hook(**answers)]
+    assert (len(ACCEPTED), len(REJECTED)) == (len(assignments) - len(refused), len(refused))
+    assert sorted(tuple(answers[key] for key in YES_NO) for answers in REJECTED.values()) == sorted(
+        tuple(answers.values()) for answers in refused
+    ), "the matrix refuses other combinations than the hook"
     assert list(names(test_combination_renders_clean_and_trains_on_cpu)) == list(ACCEPTED)
-    assert list(names(test_combination_trains_on_cuda)) == list(ACCEPTED)
+    assert list(names(test_combination_trains_on_cuda)) == (list(ACCEPTED) if GPU_LANE == "full" else GPU_SAMPLE)
+
+
+def test_the_gpu_lane_sample_covers_every_model_precision_ddp_and_checkpointing():
+    """scripts/gpu-check.sh's short mode (GPU_LANE=sample): every model x precision x DDP x checkpointing cell once,
+    and every value of every trick met with every model and every precision."""
+    rows = [ACCEPTED[name] for name in GPU_SAMPLE]
+    cells = {(a["model"], precision_of(a), a["use_distributed"], a["use_checkpointing"]) for a in rows}
+    assert len(GPU_SAMPLE) == len(set(GPU_SAMPLE)) == len(cells) == len(CHOICES["model"]) * 3 * 2 * 2
+    for trick in TRICKS:
+        for value in (False, True):
+            for key, options in {"model": CHOICES["model"], "precision": ["fp32", *CHOICES["amp_precision"]]}.items():
+                for option in options:
+                    if trick == "use_amp" and key == "precision":
+                        continue  # fp32 is mixed precision off, bf16 and fp16 are it on
+                    assert any(a[trick] == value and _choices(a)[key] == option for a in rows), (trick, value, option)

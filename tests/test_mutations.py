@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 import smoke_child
-from helpers import TRICKS, answers_for, baked_project, own_pytest_run
+from render import baked_project
+from runners import own_pytest_run
+from tricks import TRICKS, answers_for
 
 pytestmark = pytest.mark.slow
 GUARD_TIMEOUT = 500  # the guards' own cases time out at 300 s each (own_pytest_run)
@@ -43,8 +45,8 @@ MUTATIONS = {
     ),
     "clipping measures but does not clip": (
         "engine.py",
-        "nn.utils.clip_grad_norm_(parameters, cfg.clip_grad_norm, norm_type)",
-        "nn.utils.get_total_norm([p.grad for p in parameters if p.grad is not None], norm_type)",
+        "nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm, cfg.clip_grad_norm_type)",
+        "nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None], cfg.clip_grad_norm_type)",
         "tests/test_grad_clipping.py",
     ),
     "EMA never updated": ("engine.py", "ema.update_parameters(model)", "pass", "tests/test_ema.py"),
@@ -80,8 +82,8 @@ MUTATIONS = {
     ),
     "a continued run holds out anew": (
         "train.py",
-        'return str(out / "split.csv") if (out / "split.csv").is_file() and not cfg.overwrite else None',
-        "return None",
+        '    return next((str(folder / "split.csv") for folder in folders if (folder / "split.csv").is_file()), None)',
+        "    return None",
         "tests/test_checkpoint.py::test_resumed_run_equals_an_uninterrupted_one_bitwise",
     ),
     "evaluate ignores the run's split": (
@@ -223,16 +225,10 @@ MUTATIONS = {
         "_ = torch.where(",
         "tests/test_checkpoint.py::test_a_diverging_run_keeps_the_last_good_checkpoint",
     ),
-    "a step fp16's scaler skipped still moves the EMA": (
+    "a step fp16's scaler skipped still moves the EMA and counts in grad_norm": (  # the one after-step block
         "engine.py",
-        "if ema and stepped:",
-        "if ema:",
-        "tests/test_amp.py::test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics",
-    ),
-    "a step fp16's scaler skipped still counts in grad_norm": (
-        "engine.py",
-        "if cfg.clip_grad_norm and stepped:",
-        "if cfg.clip_grad_norm:",
+        "if scaled_step(scaler, optimizer):",
+        "if scaled_step(scaler, optimizer) or True:",
         "tests/test_amp.py::test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics",
     ),
     "more workers than visible GPUs": (
@@ -267,7 +263,7 @@ MUTATIONS = {
     ),
     "data and model that do not fit reach the first step": (
         "train.py",
-        "    check_fits(model, sample, len(data.classes), cfg)  # T47\n",
+        "    check_fits(model, sample, len(data.classes), cfg)\n",
         "",
         "tests/test_errors.py::test_data_and_model_that_do_not_fit_stop_before_the_first_step",
     ),
@@ -276,6 +272,441 @@ MUTATIONS = {
         "* (updates > 0)",
         "* float(updates > 0)",
         "tests/test_ema.py::test_an_update_reads_nothing_on_the_host",
+    ),
+    # Issue 22: breakages an independent audit found uncaught
+    "a hold-out floored instead of rounded": (
+        "layouts.py",
+        "max(round(fraction * len(members)), 1)",
+        "max(int(fraction * len(members)), 1)",
+        "tests/test_datasets.py::test_a_hold_out_rounds_each_class_share_to_the_nearest_image",
+    ),
+    "a CSV's byte-order mark read into its first column name": (
+        "layouts.py",
+        'encoding="utf-8-sig"',
+        'encoding="utf-8"',
+        "tests/test_datasets.py::test_a_csv_saved_with_a_byte_order_mark_keeps_its_first_column",
+    ),
+    "hidden files taken for images": (
+        "layouts.py",
+        ' or path.name.startswith("."):\n',
+        ":\n",
+        "tests/test_datasets.py::test_hidden_files_beside_the_images_are_not_images",
+    ),
+    "an empty label taken for a class": (
+        "layouts.py",
+        "if not name or not label:",
+        "if not name:",
+        "tests/test_datasets.py::test_bad_csv_rows_are_one_clear_error_naming_the_line",
+    ),
+    "AutoAugment's ImageNet policy on cifar10": (
+        "data.py",
+        'v2.AutoAugmentPolicy.CIFAR10 if source == "cifar10" else v2.AutoAugmentPolicy.IMAGENET',
+        "v2.AutoAugmentPolicy.IMAGENET",
+        "tests/test_datasets.py::test_autoaugment_takes_the_cifar10_policy_on_cifar10_and_imagenets_elsewhere",
+    ),
+    "random erasing before normalisation": (
+        "data.py",
+        "steps.append(v2.RandomErasing(p=augment.random_erasing))",
+        "steps.insert(-1, v2.RandomErasing(p=augment.random_erasing))",
+        "tests/test_datasets.py::test_random_erasing_fills_with_the_mean_colour_after_normalisation",
+    ),
+    "normalisation statistics of the first images": (
+        "data.py",
+        "picked = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[:samples]",
+        "picked = torch.arange(len(dataset))[:samples]",
+        "tests/test_data.py::test_normalisation_statistics_come_from_a_random_sample_of_sorted_data",
+    ),
+    "the loader's generator ignores --seed": (
+        "data.py",
+        "generator = torch.Generator().manual_seed(cfg.seed)",
+        "generator = torch.Generator().manual_seed(0)",
+        "tests/test_data.py::test_the_training_order_follows_the_seed",
+    ),
+    "DDP validation padded to even out the ranks": (
+        "data.py",
+        'DistributedSampler(dataset, seed=cfg.seed) if split == "train" else ShardSampler(dataset)',
+        'DistributedSampler(dataset, seed=cfg.seed, shuffle=split == "train")',
+        "tests/test_distributed.py::test_two_ranks_validate_to_the_figures_of_one_process",
+    ),
+    "DDP validation loss not summed over the ranks": (
+        "engine.py",
+        "    all_reduce(loss_sum)\n",
+        "",
+        "tests/test_distributed.py::test_two_ranks_validate_to_the_figures_of_one_process",
+    ),
+    "F1 as the mean of precision and recall": (
+        "metrics.py",
+        "f1 = 2 * precision * recall / (precision + recall).clamp_min(1e-12)",
+        "f1 = (precision + recall) / 2",
+        "tests/test_reports.py::test_report_and_confusion_csv_equal_scikit_learns_on_an_asymmetric_case",
+    ),
+    "confusion_matrix.csv transposed": (
+        "metrics.py",
+        "zip(classes, matrix.tolist(), strict=True)",
+        "zip(classes, matrix.T.tolist(), strict=True)",
+        "tests/test_reports.py::test_report_and_confusion_csv_equal_scikit_learns_on_an_asymmetric_case",
+    ),
+    "the EMA figures measured on the trained model": (
+        "train.py",
+        "averaged = validate(ema.module)",
+        "averaged = validate(model)",
+        "tests/test_ema.py::test_the_logged_figures_of_the_average_are_those_of_ema_pt",
+    ),
+    "the EMA decay fixed whatever --ema-decay": (
+        "ema.py",
+        "self.decay = decay",
+        "self.decay = 0.999",
+        "tests/test_ema.py::test_the_saved_average_is_the_decay_folded_over_the_weights_of_every_step",
+    ),
+    "best.pt chosen by validation loss": (
+        "checkpoint.py",
+        'if metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):',
+        'if metrics[-1]["val_loss"] <= min(row["val_loss"] for row in metrics):',
+        "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss",
+    ),
+    "--overwrite keeps the old split.csv": (
+        "train.py",
+        "folders = [] if cfg.overwrite else [out]",
+        "folders = [out]",
+        "tests/test_datasets.py::test_overwrite_holds_out_anew_from_the_data_as_it_is_now",
+    ),
+    "grad_norm averaged over batches, not optimizer steps": (
+        "engine.py",
+        "grad_norm_sum.item() / max(updates, 1)",
+        "grad_norm_sum.item() / max(steps, 1)",
+        "tests/test_grad_clipping.py::test_the_logged_norm_is_the_mean_over_optimizer_steps_not_batches",
+    ),
+    "SGD momentum fixed whatever --momentum": (
+        "optim.py",
+        "lr=cfg.lr, momentum=cfg.momentum,",
+        "lr=cfg.lr, momentum=0.9,",
+        "tests/test_config.py::test_each_option_reaches_what_it_configures",
+    ),
+    "the seed left out of config.yaml": (
+        "config.py",
+        'PER_INVOCATION = {"overwrite", "init_from", "resume"}',
+        'PER_INVOCATION = {"overwrite", "init_from", "resume", "seed"}',
+        "tests/test_config.py::test_config_yaml_replays_every_field_but_the_per_invocation_flags",
+    ),
+    "activation checkpointing skips ResNet's last stage": (
+        "models.py",
+        '("layer1", "layer2", "layer3", "layer4")',
+        '("layer1", "layer2", "layer3")',
+        "tests/test_model.py::test_activation_checkpointing_recomputes_every_stage",
+    ),
+    # Issue 23: what users met
+    "class names read back split at spaces": (
+        "inference.py",
+        'read_text(encoding="utf-8").splitlines()',
+        'read_text(encoding="utf-8").split()',
+        "tests/test_datasets.py::test_class_names_with_spaces_survive_the_whole_run",
+    ),
+    "checkpoints without their class names": (
+        "train.py",
+        '    stateful["classes"] = ClassNames(data.classes)',
+        "    pass",
+        "tests/test_checkpoint.py::test_a_resume_onto_data_with_other_classes_is_refused",
+    ),
+    "a second run into a folder in use": (
+        "run_folder.py",
+        "fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+        "pass",
+        "tests/test_run_folder.py::test_a_second_run_into_a_folder_in_use_stops_with_one_line",
+    ),
+    "--overwrite keeps the old run's files": (
+        "run_folder.py",
+        "        if self.overwrite:",
+        "        if False:",
+        "tests/test_run_folder.py::test_overwrite_starts_from_an_empty_run_folder_and_keeps_other_files",
+    ),
+    "a folder of the user's files taken for a run": (
+        "run_folder.py",
+        "if visible and not all(marker in self.seen for marker in MARKERS):",
+        "if False:",
+        "tests/test_run_folder.py::test_a_folder_of_other_files_is_refused_and_left_as_it_was",
+    ),
+    "leftovers of killed writes kept": (
+        "run_folder.py",
+        'old = [*self.path.glob(".*.tmp"), *self.path.glob(".*.tmp.*")]',
+        "old = []",
+        "tests/test_run_folder.py::test_overwrite_starts_from_an_empty_run_folder_and_keeps_other_files",
+    ),
+    "a saved config points at the folder it was written in": (
+        "config.py",
+        'saved_fields(cfg) | {"output_dir": "."}',
+        "saved_fields(cfg)",
+        "tests/test_checkpoint.py::test_a_copied_run_continues_in_the_copy_from_any_folder",
+    ),
+    "--resume PATH ignores its run's config": (
+        "config.py",
+        "        run_dir = Path(resume).parent",
+        "        run_dir = None",
+        "tests/test_checkpoint.py::test_resume_from_a_checkpoint_continues_its_run_with_its_config",
+    ),
+    "an image listed twice in a CSV": (
+        "layouts.py",
+        "if (image.st_dev, image.st_ino) in first_listed:",
+        "if False:",
+        "tests/test_datasets.py::test_bad_csv_rows_are_one_clear_error_naming_the_line",
+    ),
+    "predict writes over any file": (
+        "predictions.py",
+        "    _check_output(Path(output))",
+        "    pass",
+        "tests/test_run_folder.py::test_predict_never_writes_over_a_file_that_holds_no_predictions",
+    ),
+    "a link planted for an evaluation folder followed": (
+        "files.py",
+        "if replace_link and path.is_symlink():",
+        "if False:",
+        "tests/test_run_folder.py::test_a_planted_link_in_place_of_an_evaluation_folder_is_replaced",
+    ),
+    "NaN options accepted": (
+        "config.py",
+        "isinstance(v, float) and math.isnan(v)",
+        "False",
+        "tests/test_errors.py::test_bad_options_get_their_exit_code",
+    ),
+    "class names in plots parsed as math": (
+        "plots.py",
+        "rotation=90, parse_math=False",
+        "rotation=90",
+        "tests/test_reports.py::test_class_names_are_drawn_as_text_not_as_math",
+    ),
+    "evaluations of other data share a folder": (
+        "inference.py",
+        "-{name}-{where}{",
+        "-{name}{",
+        "tests/test_run_folder.py::test_evaluations_of_other_data_or_with_tta_get_folders_of_their_own",
+    ),
+    "a failed torch.save is a traceback": (
+        "files.py",
+        '            raise OSError(f"the write failed: {first_line(exc)}") from None',
+        "            raise",
+        "tests/test_run_folder.py::test_a_full_disk_during_training_is_one_line",
+    ),
+    # Issue 23, second pass: what an adversarial review still got through
+    "a full disk under TensorBoard is a thread's traceback": (
+        "tensorboard_log.py",
+        "            raise cannot_write(self.log_dir, exc) from None",
+        "            raise",
+        "tests/test_tensorboard.py::test_a_full_disk_under_the_log_is_one_line_not_a_threads_traceback",
+    ),
+    "every parameter frozen": (
+        "freezing.py",
+        "if all(matches_any(name, patterns) for name, _ in model.named_parameters()):",
+        "if False:",
+        "tests/test_freezing.py::test_freezing_every_parameter_is_refused_before_anything_changes",
+    ),
+    "an --lr-mult that sets no rate accepted": (
+        "optim.py",
+        "    if unused:",
+        "    if False:",
+        "tests/test_layerwise_lr.py::test_a_pattern_whose_parameters_all_go_elsewhere_is_refused",
+    ),
+    "a resume into a new folder holds out anew": (
+        "train.py",
+        "        folders.append(Path(cfg.resume).parent)",
+        "        pass",
+        "tests/test_checkpoint.py::test_a_resume_into_a_new_folder_validates_on_the_images_the_run_held_out",
+    ),
+    "--resume auto ignores its run's config": (
+        "config.py",
+        '        run_dir = Path(cli_values["output_dir"])',
+        "        pass",
+        "tests/test_checkpoint.py::test_resume_from_a_checkpoint_continues_its_run_with_its_config",
+    ),
+    "--init-from silent about other classes": (
+        "models.py",
+        'if source_classes and source_classes != classes and not left["other shape (left as built)"]:',
+        "if False:",
+        "tests/test_model.py::test_init_from_weights_of_as_many_other_classes_says_the_output_layer_was_theirs",
+    ),
+    "a link beside its image in a CSV": (
+        "layouts.py",
+        "image = (root / name).stat()",
+        "image = (root / name).lstat()",
+        "tests/test_layouts.py::test_an_image_listed_twice_under_two_names_is_refused_naming_both_lines",
+    ),
+    "plot of an empty metrics.csv is a traceback": (
+        "plots.py",
+        "    if not rows:  # the header alone tells nothing to draw either",
+        "    if False:",
+        "tests/test_reports.py::test_plot_names_a_malformed_csv_in_one_line_and_draws_nothing",
+    ),
+    "features writes beside the folder it was given": (
+        "inference.py",
+        "out = _features_file(output) if output else",
+        'out = Path(output).with_suffix(".npy") if output else',
+        "tests/test_features.py::test_features_output_must_name_a_npy_file_and_a_bare_name_gets_the_suffix",
+    ),
+    "a missing folder told to free some space": (
+        "files.py",
+        'advice = ADVICE.get(errno.errorcode.get(exc.errno), "free some space or pick a writable folder")',
+        'advice = "free some space or pick a writable folder"',
+        "tests/test_files.py::test_the_advice_on_a_failed_write_fits_its_reason",
+    ),
+    "torch's weights_only=False advice relayed": (
+        "errors.py",
+        'if isinstance(exc, pickle.UnpicklingError) and "weights_only" in str(exc):',
+        "if False:",
+        "tests/test_checkpoint.py::test_only_checkpoints_of_plain_data_are_loaded",
+    ),
+    "--lr-mult given twice keeps the last": (
+        "config.py",
+        "        if pattern in mults:",
+        "        if False:",
+        "tests/test_layerwise_lr.py::test_a_pattern_given_twice_is_refused_not_overwritten",
+    ),
+    "one image in two class folders": (
+        "layouts.py",
+        "            if (image.st_dev, image.st_ino) in first_seen:",
+        "            if False:",
+        "tests/test_layouts.py::test_one_image_under_two_names_in_class_folders_is_refused_naming_both",
+    ),
+    "plot draws impossible counts": (
+        "plots.py",
+        "            if not 0 <= count < 2**63:",
+        "            if False:",
+        "tests/test_reports.py::test_plot_names_a_malformed_csv_in_one_line_and_draws_nothing",
+    ),
+    "a resumed run's config.yaml points at the old run's split": (
+        "train.py",
+        "save_config(dataclasses.replace(cfg, split=None) if data.rows else cfg,",
+        "save_config(cfg,",
+        "tests/test_checkpoint.py::test_a_resume_into_a_new_folder_validates_on_the_images_the_run_held_out",
+    ),
+    "garbled random streams a traceback": (
+        "checkpoint.py",
+        "    except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError) as exc:\n"
+        '        raise ModelError(f"{path}: its random streams',
+        '    except ZeroDivisionError as exc:\n        raise ModelError(f"{path}: its random streams',
+        "tests/test_checkpoint.py::test_resume_restores_each_object_and_the_streams_of_its_own_rank",
+    ),
+    # Issue 23's remaining user-facing items (12, 17, 25, 27, 30)
+    "a decompression bomb a traceback": (
+        "data.py",
+        "    except Image.DecompressionBombError:",
+        "    except ZeroDivisionError:",
+        "tests/test_datasets.py::test_an_image_too_large_to_open_safely_is_named_and_predict_skips_it",
+    ),
+    "a config file in another encoding a traceback": (
+        "config.py",
+        "    except UnicodeDecodeError:",
+        "    except ZeroDivisionError:",
+        "tests/test_errors.py::test_bad_config_files_exit_2",
+    ),
+    "terminal escapes in class names printed raw": (
+        "layouts.py",
+        'if any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in name):',
+        "if False:",
+        "tests/test_layouts.py::test_a_class_name_holding_a_control_character_is_refused",
+    ),
+    "--std 0 divides by zero": (
+        "config.py",
+        "if self.std is not None and not all(0 < value < math.inf for value in self.std):",
+        "if False:",
+        "tests/test_errors.py::test_bad_options_get_their_exit_code",
+    ),
+    "features of a block refused": (
+        "inference.py",
+        "if layer not in modules and layer not in get_graph_node_names(model)[1]:",
+        "if layer not in get_graph_node_names(model)[1]:",
+        "tests/test_features.py::test_features_of_a_block_and_suggestions_by_closeness",
+    ),
+    "--help waits for torch": (
+        "cli.py",
+        "import argparse\n",
+        "import argparse\n\nimport torch  # noqa: F401\n",
+        "tests/test_cli.py::test_help_answers_without_importing_torch",
+    ),
+    "the CPU notice to whoever chose the CPU": (
+        "runtime.py",
+        'if requested == "auto" and gpu_ids(gpus):',
+        'if requested == "auto":',
+        "tests/test_cli.py::test_auto_device_falls_back_to_cpu_with_one_line_unless_the_cpu_was_chosen",
+    ),
+    "the stop notice glued to the echoed ^C": (
+        "checkpoint.py",
+        'fresh_line = "\\n" if sys.stderr.isatty() else ""',
+        'fresh_line = ""',
+        "tests/test_checkpoint.py::test_the_stop_notice_starts_on_a_line_of_its_own_in_a_terminal",
+    ),
+    "fractional epochs on the learning curves": (
+        "plots.py",
+        "axis.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))",
+        "pass",
+        "tests/test_reports.py::test_learning_curves_count_epochs_in_whole_numbers",
+    ),
+    "predictions.csv in CRLF": (
+        "predictions.py",
+        'writer = csv.DictWriter(file, fieldnames=list(rows[0]), lineterminator="\\n")',
+        "writer = csv.DictWriter(file, fieldnames=list(rows[0]))",
+        "tests/test_run_folder.py::test_predict_never_writes_over_a_file_that_holds_no_predictions",
+    ),
+    "a hand-made checkpoint's missing keys a traceback": (
+        "checkpoint.py",
+        "    if unusable:",
+        "    if False:",
+        "tests/test_checkpoint.py::test_resume_restores_each_object_and_the_streams_of_its_own_rank",
+    ),
+    "accumulation clips each batch's share, not the group's mean gradient": (
+        "engine.py",
+        "nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm, cfg.clip_grad_norm_type)",
+        "nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm / group_size, cfg.clip_grad_norm_type)",
+        "tests/test_speed_tricks.py::test_accumulating_k_batches_of_b_equals_one_batch_of_kb",
+    ),
+    # Issue 25: timm models and export
+    "the sidecar's mean and std swapped": (
+        "export.py",
+        '"mean": cfg.mean,\n        "std": cfg.std,',
+        '"mean": cfg.std,\n        "std": cfg.mean,',
+        "tests/test_export.py::test_each_format_gives_pytorchs_logits_at_any_batch_size_and_carries_its_preprocessing",
+    ),
+    "ONNX without a dynamic batch axis": (
+        "export.py",
+        "dynamic_shapes=({0: BATCH},), opset_version=ONNX_OPSET",
+        "opset_version=ONNX_OPSET",
+        "tests/test_export.py::test_each_format_gives_pytorchs_logits_at_any_batch_size_and_carries_its_preprocessing",
+    ),
+    "an exported program without a dynamic batch axis": (
+        "export.py",
+        "torch.export.export(model, (example,), dynamic_shapes=({0: BATCH},))",
+        "torch.export.export(model, (example,))",
+        "tests/test_export.py::test_each_format_gives_pytorchs_logits_at_any_batch_size_and_carries_its_preprocessing",
+    ),
+    "an export's parity never compared": (
+        "export.py",
+        "        if not difference <= tolerance:",
+        "        if False:",
+        "tests/test_export.py::test_an_export_that_differs_from_pytorch_is_refused_and_nothing_is_written",
+    ),
+    "gray images prepared in colour by predict --model-file": (
+        "deployed.py",
+        'steps = [v2.ToImage(), v2.Grayscale(num_output_channels=3)] if given["grayscale"] else [v2.ToImage()]',
+        "steps = [v2.ToImage()]",
+        "tests/test_export.py::test_the_sidecars_preprocessing_is_the_validation_transform",
+    ),
+    "timm's pretrained normalisation ignored": (
+        "models.py",
+        "return config.input_size[-1], list(config.mean), list(config.std)",
+        "return config.input_size[-1], IMAGENET_MEAN, IMAGENET_STD",
+        "tests/test_timm.py::test_pretrained_timm_weights_bring_their_own_normalisation_and_image_size",
+    ),
+    "timm's BatchNormAct2d converted without its activation": (
+        "sync_bn.py",
+        'if type(model).__module__.startswith("timm."):',
+        "if False:",
+        "tests/test_timm.py::test_sync_bn_keeps_the_activation_of_timms_batchnorm",
+    ),
+    "data workers killed under the DataLoader's SIGCHLD handler": (
+        "cli.py",
+        "    previous = signal.signal(signal.SIGCHLD, signal.SIG_DFL)\n"
+        "    for child in children:\n        child.kill()\n"
+        "    for child in children:\n        child.join()\n"
+        "    signal.signal(signal.SIGCHLD, previous)",
+        "    for child in children:\n        child.kill()",  # as it was: a kill the handler sees
+        "tests/test_errors.py::test_data_workers_stopped_after_an_error_are_not_reported_as_failed_workers",
     ),
 }
 # The optimizer lines live in optim.py; a 3-tuple names no file.

@@ -5,7 +5,8 @@ paths and labels. The layout changes where the images come from, never how well 
 import json
 
 import pytest
-from helpers import baked_project, package_of, run_in
+from render import baked_project, package_of
+from runners import run_in
 
 pytestmark = pytest.mark.slow
 

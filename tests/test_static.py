@@ -4,8 +4,9 @@ import re
 from pathlib import Path
 
 import pytest
+from checks import assert_ruff_clean
 from cookiecutter.environment import StrictEnvironment
-from helpers import CHOICES, CONTEXT, ROOT, TEMPLATE
+from render import CHOICES, CONTEXT, ROOT, TEMPLATE
 
 TEMPLATE_FILES = sorted(p for p in TEMPLATE.rglob("*") if p.is_file()) + sorted((ROOT / "hooks").glob("*.py"))
 VARIABLE = re.compile(r"cookiecutter\.(\w+)")
@@ -52,3 +53,26 @@ def test_every_variable_has_a_prompt_and_every_choice_a_label():
     for name, options in CHOICES.items():
         assert set(prompts[name]) == {"__prompt__", *options}
     assert CHOICES["model"][0] == "small_cnn"
+
+
+def test_both_readmes_say_how_to_install_cpu_only_wheels():
+    """A CPU-only machine otherwise downloads the 5 GB CUDA build of torch (issue 23, item 29)."""
+    cpu_wheels = "--index-url https://download.pytorch.org/whl/cpu"
+    assert cpu_wheels in (ROOT / "README.md").read_text()
+    assert cpu_wheels in (TEMPLATE / "README.md").read_text()
+
+
+def test_the_template_own_code_is_ruff_clean():
+    """Its tests, hooks and scripts under the root pyproject's settings (the template folder is ruffed per render)."""
+    assert_ruff_clean(ROOT)
+
+
+def test_renders_cite_no_catalogue_they_do_not_ship():
+    """The template's own catalogue (../shared/TRICKS.md) numbers the tricks T01..T48; a render does not ship it."""
+    cited = [
+        f"{path.relative_to(TEMPLATE)}: {match}"
+        for path in TEMPLATE_FILES
+        if TEMPLATE in path.parents
+        for match in re.findall(r"\bT\d\d\b|TRICKS\.md", path.read_text())
+    ]
+    assert not cited, cited

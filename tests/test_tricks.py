@@ -1,27 +1,21 @@
 """Each trick alone, all of them and none: present exactly when chosen, clean, tested, and training."""
 
-import csv
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from helpers import (
-    CLIP,
-    CONFIG_KEYS,
-    GENERATED_TESTS,
-    TRACES,
+from checks import assert_ruff_clean
+from render import CHOICES, GENERATED_TESTS, baked_project, package_of
+from runners import Run, own_pytest_run, run_in
+from tricks import (
+    REGISTRY,
     TRICKS,
     answers_for,
-    assert_ruff_clean,
-    bake,
-    baked_project,
-    epochs_trained,
-    feature_files,
-    last_output_dir,
-    own_pytest_run,
-    package_of,
-    run_in,
+    assert_files_exactly_for,
+    assert_refused_for_what_it_needs,
+    assert_traces_exactly_for,
+    check_run,
+    smoke_commands,
     smoke_flags,
     with_requirements,
 )
@@ -29,7 +23,7 @@ from helpers import (
 COMBINATIONS = {
     "none": [],
     "all": TRICKS,
-    **{trick.removeprefix("use_"): with_requirements([trick]) for trick in TRICKS},
+    **{REGISTRY[trick].short: with_requirements([trick]) for trick in TRICKS},
 }
 
 
@@ -49,21 +43,12 @@ def render_text(project: Path) -> str:
 
 def test_each_trick_leaves_a_trace_exactly_when_on(combination):
     tricks, project = combination
-    text = render_text(project).lower()
-    for trick, words in TRACES.items():
-        found = [word for word in words if word in text]
-        if trick in tricks:
-            assert found, f"{trick} is on but none of {words} appear"
-        else:
-            assert not found, f"{trick} is off but {found} appear"
+    assert_traces_exactly_for(render_text(project), tricks)
 
 
 def test_files_exist_exactly_when_their_feature_is_on(combination):
     tricks, project = combination
-    package = Path("src", package_of(project))
-    for feature, paths in feature_files().items():
-        for path in paths:
-            assert (project / path.format(package=package)).is_file() == (feature in tricks), path
+    assert_files_exactly_for(project, tricks)
 
 
 def test_render_is_ruff_clean(combination):
@@ -72,8 +57,8 @@ def test_render_is_ruff_clean(combination):
 
 def files_testing(project: Path, tricks: list[str]) -> list[str]:
     """The render's test files that exist, or read differently, because of these tricks: their own files (the
-    hook's table) and every test file with a Jinja branch on one of them."""
-    own = {Path(path).name for trick in tricks for path in feature_files()[trick] if path.startswith("tests/")}
+    registry's) and every test file with a Jinja branch on one of them."""
+    own = {Path(path).name for trick in tricks for path in REGISTRY[trick].files if path.startswith("tests/")}
     branched = {
         path.name
         for path in GENERATED_TESTS.glob("test_*.py")
@@ -93,36 +78,29 @@ def test_generated_tests_pass(name, cookies):
     run_in(project, "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow", *files)
 
 
+def smoke_in_subprocesses(project: Path, tricks: list[str], run: Path) -> Run:
+    """Two steps with every chosen trick on, each command (and its resume) in a fresh interpreter as a user starts
+    it: `python -m <package> train`, on whatever device the machine has, as no process group."""
+    flags = smoke_flags(tricks, "small_cnn")
+    train = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--output-dir", str(run)]
+    commands, log, checkpoint_epochs = smoke_commands([*train, *flags], tricks), "", []
+    for command in commands:
+        done = run_in(project, "-m", package_of(project), *command)
+        log += done.stdout + done.stderr
+        if (run / "last.pt").exists():
+            checkpoint_epochs.append(torch.load(run / "last.pt", weights_only=True)["epoch"])
+    precision = CHOICES["amp_precision"][0] if "use_amp" in tricks else "fp32"  # the render's default
+    return Run(run, log, "small_cnn", "auto", precision, len(commands), checkpoint_epochs)
+
+
 def test_smoke_run_with_every_chosen_trick_active(combination, tmp_path):
     tricks, project = combination
-    package, run = package_of(project), tmp_path / "run"
-    flags = smoke_flags(tricks, "small_cnn")
-    common = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--output-dir", str(run)]
-    done = run_in(project, "-m", package, *common, *flags)
-    with open(run / "metrics.csv") as file:
-        row = next(csv.DictReader(file))
-    assert torch.isfinite(torch.tensor([float(row["train_loss"]), float(row["val_loss"])])).all()
-    saved = yaml.safe_load((run / "config.yaml").read_text())
-    for trick, keys in CONFIG_KEYS.items():
-        assert all((key in saved) == (trick in tricks) for key in keys), trick
-    if "use_freezing" in tricks:
-        assert "frozen parameters:" in done.stdout
-    if "use_sync_bn" in tricks:
-        assert "keeping BatchNorm" in done.stderr
-    if "use_layerwise_lr" in tricks:
-        assert float(row["lr[fc]"]) == pytest.approx(10 * float(row["lr"]))
-    if "use_grad_clipping" in tricks:
-        assert float(row["grad_norm"]) > CLIP  # the norm before clipping: every step was clipped
-    if "use_checkpointing" in tricks:
-        assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 1
-        done = run_in(project, "-m", package, *common, *flags, "--resume", "auto", "--epochs", "2")
-        assert "resumed from" in done.stdout and epochs_trained(done.stdout) == [2]
-        assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 2
+    check_run(smoke_in_subprocesses(project, tricks, tmp_path / "run"), tricks)
 
 
-def test_sync_bn_without_distributed_training_is_refused(cookies, capfd):
-    result = bake(cookies, use_sync_bn=True, use_distributed=False)
-    assert result.exit_code != 0
-    message = "ERROR: use_sync_bn synchronises BatchNorm across the processes of a multi-GPU job, so it needs"
-    assert message in capfd.readouterr().err
-    assert list(last_output_dir(cookies).iterdir()) == []
+NEEDING = [trick for trick in TRICKS if REGISTRY[trick].requires]
+
+
+@pytest.mark.parametrize("trick", NEEDING, ids=[REGISTRY[trick].short for trick in NEEDING])
+def test_a_trick_without_the_one_it_needs_is_refused(trick, tmp_path, capfd):
+    assert_refused_for_what_it_needs(tmp_path, capfd, {trick: True, REGISTRY[trick].requires: False})

@@ -7,6 +7,41 @@ from PIL import Image
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.config import TrainConfig
 
+{# Each optional trick that changes the training step or the loss adds the value that switches it off. #}
+{% set neutral %}
+{% if cookiecutter.use_amp %}
+"precision": "fp32",
+{% endif %}
+{% if cookiecutter.use_mixup %}
+"mixup_alpha": 0.0,
+"cutmix_alpha": 0.0,
+{% endif %}
+{% if cookiecutter.use_label_smoothing %}
+"label_smoothing": 0.0,
+{% endif %}
+{% if cookiecutter.use_grad_clipping %}
+"clip_grad_norm": 0.0,
+{% endif %}
+{% if cookiecutter.use_ema %}
+"ema_decay": 0.0,
+{% endif %}
+{% endset %}
+{% if neutral.strip() %}
+# Every optional trick of this render switched off, for tests that compare a run with a plain one worked out by hand:
+# `replace(cfg, **NEUTRAL)`, or `**(NEUTRAL | {...})` to keep one on.
+NEUTRAL = {
+{{ neutral | trim | indent(4, first=True) }}
+}
+{% else %}
+NEUTRAL: dict = {}  # this render has no optional trick that changes the training step
+{% endif %}
+{% if cookiecutter.use_amp %}
+# train_one_epoch's keyword arguments for plain steps: the loss scaler is off
+PLAIN_STEP = {"scaler": torch.amp.GradScaler("cpu", enabled=False)}
+{% else %}
+PLAIN_STEP: dict = {}  # train_one_epoch's keyword arguments for plain steps: none in this render
+{% endif %}
+
 
 @pytest.fixture
 def tiny_config(tmp_path) -> TrainConfig:

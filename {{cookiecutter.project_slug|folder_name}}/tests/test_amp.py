@@ -1,3 +1,4 @@
+{% if cookiecutter.use_amp %}
 from dataclasses import replace
 
 import pytest
@@ -114,4 +115,5 @@ def test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics(tiny_config, 
 {% endif %}
 {% if cookiecutter.use_ema %}
     assert int(averages[0].n_averaged) == 1  # the average followed the step that was taken, only
+{% endif %}
 {% endif %}

@@ -1,3 +1,4 @@
+{% if cookiecutter.use_checkpointing %}
 import contextlib
 import csv
 import os
@@ -12,12 +13,14 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.checkpoint import SCRIPT
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.models import read_weights
 
 
 def metrics_without_time(run: Path) -> list[dict]:
@@ -105,6 +108,26 @@ def test_checkpoints_hold_plain_data_and_best_follows_val_acc(tiny_config, tmp_p
     assert not list(run.glob("*.tmp"))
 
 
+def test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss(tiny_config, tmp_path, monkeypatch):
+    scripted = iter([(0.8, 1.0), (0.5, 0.5), (0.6, 0.4)])  # (val_acc, val_loss) of epochs 1-3: the best is epoch 1
+    trained, check, evaluate = [], train_module.check_fits, train_module.evaluate
+
+    def keep(model, *args):  # the model as trained, just before the first step
+        trained.append(model)
+        check(model, *args)
+
+    def scripted_evaluate(model, *args, **kwargs):
+        stats = evaluate(model, *args, **kwargs)
+        if model is trained[0]:  # the trained model's figures, not those of any average of it
+            stats["val_acc"], stats["val_loss"] = next(scripted)
+        return stats
+
+    monkeypatch.setattr(train_module, "check_fits", keep)
+    monkeypatch.setattr(train_module, "evaluate", scripted_evaluate)
+    train_module.train(replace(tiny_config, epochs=3))
+    assert torch.load(tmp_path / "run" / "best.pt", weights_only=True)["epoch"] == 1
+
+
 def test_resume_refuses_a_checkpoint_of_another_model(tiny_config, tmp_path):
     train_module.train(replace(tiny_config, model="small_cnn"))
     other = replace(tiny_config, model="resnet18", resume=str(tmp_path / "run" / "last.pt"), epochs=2)
@@ -117,8 +140,10 @@ def test_resume_names_what_a_checkpoint_of_another_set_of_tricks_lacks(tiny_conf
     state = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     del state["scheduler"]
     torch.save(state, tmp_path / "other.pt")
-    with pytest.raises(UserError, match="differs in: scheduler"):
+    with pytest.raises(UserError) as raised:
         train_module.train(replace(tiny_config, resume=str(tmp_path / "other.pt"), output_dir=str(tmp_path / "new")))
+    end = "resume from the last.pt or best.pt of a run"
+    assert str(raised.value) == f"{tmp_path / 'other.pt'} has no usable scheduler; {end}"
 
 
 def test_resume_auto_without_checkpoints_starts_fresh(tiny_config, capsys):
@@ -215,6 +240,84 @@ def test_an_unfinished_run_is_not_restarted_over_its_checkpoints(tmp_path, capsy
     refused([*SMOKE, "--output-dir", str(run), "--epochs", "2"], capsys, 5, "holds an unfinished run")
     assert snapshot(run) == before
     assert main([*SMOKE, "--output-dir", str(run), "--epochs", "2", "--resume", "auto"]) == 0
+
+
+def test_a_resumed_run_saves_its_split_as_its_own_and_keeps_its_optimizer(image_folder, tmp_path, capsys):
+    run, data = tmp_path / "run", ["--data", str(image_folder / "train"), "--image-size", "16"]  # held out
+    assert main([*SMOKE, *data, "--output-dir", str(run)]) == 0
+    assert main(["train", "--config", str(run / "config.yaml"), "--resume", "auto", "--epochs", "2"]) == 0
+    assert yaml.safe_load((run / "config.yaml").read_text())["split"] is None  # its own split.csv, wherever copied
+    capsys.readouterr()
+    refused([*SMOKE, "--resume", str(run / "last.pt"), "--epochs", "3", "--lr", "0.01"], capsys, 4, "differs in: lr")
+
+
+def test_a_resume_onto_data_with_other_classes_is_refused(image_folder, tmp_path, capsys):
+    run, data = tmp_path / "run", ["--data", str(image_folder), "--image-size", "16"]
+    assert main([*SMOKE, *data, "--output-dir", str(run)]) == 0
+    assert read_weights(run / "model.pt")[1] == ["cats", "dogs"]  # the weights file names its classes
+    for split in ("train", "val"):
+        (image_folder / split / "cats").rename(image_folder / split / "zebras")
+    before = snapshot(run)
+    message = "trained on the classes ['cats', 'dogs'], but the data has ['dogs', 'zebras']"
+    refused([*SMOKE, *data, "--output-dir", str(run), "--resume", "auto", "--epochs", "2"], capsys, 4, message)
+    assert snapshot(run) == before
+
+
+def test_resume_auto_falls_back_to_best_when_last_is_empty_and_refuses_weights_files(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*SMOKE, "--output-dir", str(run), "--epochs", "2"]) == 0
+    (run / "last.pt").write_bytes(b"")  # a write cut short, or a full disk
+    assert main([*SMOKE, "--output-dir", str(run), "--resume", "auto", "--epochs", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("skipping checkpoint") == 1 and f"resumed from {run / 'best.pt'}" in out  # said once
+    refused([*SMOKE, "--resume", str(run / "model.pt"), "--epochs", "4"], capsys, 4, "is no checkpoint (weights")
+    torch.save([1, 2], tmp_path / "list.pt")
+    refused([*SMOKE, "--resume", str(tmp_path / "list.pt"), "--output-dir", str(tmp_path / "new")], capsys, 4, "a list")
+
+
+def test_resume_from_a_checkpoint_continues_its_run_with_its_config(image_folder, tmp_path, capsys, monkeypatch):
+    """The README's `train --resume runs/<run>/last.pt --epochs 4`: the run's own data and settings, from any folder;
+    flags given (--epochs) override them. Leftovers of killed writes go."""
+    run = tmp_path / "run"
+    assert main([*SMOKE, "--data", str(image_folder), "--image-size", "16", "--output-dir", str(run)]) == 0
+    (run / ".last.pt.x7k2.tmp").write_bytes(b"left by a kill")
+    monkeypatch.chdir(tmp_path / "images" / "val")  # anywhere else
+    assert main(["train", "--resume", str(run / "last.pt"), "--epochs", "2"]) == 0
+    assert f"resumed from {run / 'last.pt'} after epoch 1" in capsys.readouterr().out
+    assert [row["epoch"] for row in metrics_without_time(run)] == ["1", "2"]
+    assert not list(run.glob(".*.tmp"))
+    assert main(["train", "--resume", "auto", "--output-dir", str(run), "--epochs", "3"]) == 0  # its data too
+    assert [row["epoch"] for row in metrics_without_time(run)] == ["1", "2", "3"]
+
+
+def test_a_resume_into_a_new_folder_validates_on_the_images_the_run_held_out(image_folder, tmp_path):
+    photos, run, new = image_folder / "train", tmp_path / "run", tmp_path / "new"  # one class folder each: held out
+    assert main([*SMOKE, "--data", str(photos), "--image-size", "16", "--output-dir", str(run)]) == 0
+    for image in list(photos.glob("*/*.png")):  # the data grew since: a new hold-out would pick other images
+        shutil.copy(image, image.with_name(f"more-{image.name}"))
+    assert main(["train", "--resume", str(run / "last.pt"), "--epochs", "2", "--output-dir", str(new)]) == 0
+    assert (new / "split.csv").read_text() == (run / "split.csv").read_text()
+    assert yaml.safe_load((new / "config.yaml").read_text())["split"] is None  # its own copy: run can go
+    shutil.rmtree(run)
+    assert main(["train", "--resume", "auto", "--output-dir", str(new), "--epochs", "3"]) == 0
+    assert (new / "split.csv").read_text().count("\n") == 13  # the header, then the run's 12 images, not the new 24
+
+
+def test_a_copied_run_continues_in_the_copy_from_any_folder(tmp_path, capsys, monkeypatch):
+    original, branch = tmp_path / "original", tmp_path / "branch"
+    assert main([*SMOKE, "--output-dir", str(original)]) == 0
+    shutil.copytree(original, branch, symlinks=True)  # cp -a
+    before = snapshot(original)
+    monkeypatch.chdir(tmp_path / "original")  # not where the run started
+    assert main(["train", "--config", str(branch / "config.yaml"), "--resume", "auto", "--epochs", "2"]) == 0
+    assert snapshot(original) == before
+    assert [row["epoch"] for row in metrics_without_time(branch)] == ["1", "2"]
+
+
+def test_the_stop_notice_starts_on_a_line_of_its_own_in_a_terminal(monkeypatch, capsys):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    checkpoint.GracefulStop()._request(signal.SIGINT, None)  # after the ^C the terminal echoes
+    assert capsys.readouterr().err.startswith("\nSIGINT: stopping at the next resumable point")
 
 
 ENV = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
@@ -324,3 +427,334 @@ def test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only(monkeypatch):
 
 def test_a_cpu_run_keeps_no_gpu_random_state():
     assert "cuda" not in checkpoint.rng_state(torch.Generator())  # nothing initialised CUDA in this process
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a GPU run's files: the GPU lane")
+def test_the_files_of_a_gpu_run_hold_cpu_tensors_only(tiny_config, tmp_path):
+    """A plain torch.load of model.pt or last.pt, without map_location, works on a machine without a GPU."""
+    train_module.train(replace(tiny_config, device="cuda", gpus="0"))
+
+    def devices(value) -> set:
+        if isinstance(value, torch.Tensor):
+            return {value.device.type}
+        values = value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) else []
+        return set().union(*map(devices, values))
+
+    for name in ("model.pt", "last.pt"):
+        assert devices(torch.load(tmp_path / "run" / name, weights_only=True)) == {"cpu"}, name
+
+
+def test_init_from_and_resume_together_are_refused():
+    from {{ cookiecutter.package_name }}.config import TrainConfig
+
+    with pytest.raises(UserError) as raised:
+        TrainConfig(init_from="weights.pt", resume="auto")
+    message = "--init-from starts a new run from other weights, --resume continues this one: pass one"
+    assert str(raised.value) == message
+    assert TrainConfig(init_from="weights.pt").resume is None and TrainConfig(resume="auto").init_from is None
+
+
+def test_a_stop_request_ends_the_epochs_and_a_second_one_exits_at_once(capsys):
+    """In-process: the handler called as the signal would call it (the slow tests send real signals)."""
+    stop = checkpoint.GracefulStop()
+    before = signal.getsignal(signal.SIGTERM)
+    assert not stop and list(stop.epochs(range(3))) == [0, 1, 2]
+    seen = []
+    for epoch in stop.epochs(range(5)):
+        seen.append(epoch)
+        assert signal.getsignal(signal.SIGTERM) == stop._request  # installed while the epochs run
+        if epoch == 1:
+            stop._request(signal.SIGTERM, None)
+    assert seen == [0, 1] and stop and stop.signal == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == before  # restored
+    assert capsys.readouterr().err == "SIGTERM: stopping at the next resumable point (send it again to stop now)\n"
+    assert list(stop.epochs(range(3))) == []
+    with pytest.raises(SystemExit) as raised:
+        stop._request(signal.SIGINT, None)
+    assert raised.value.code == 128 + signal.SIGINT and stop.signal == signal.SIGTERM
+
+
+def test_after_a_stop_the_run_exits_128_plus_the_signal_saying_how_to_continue(tmp_path, capsys, monkeypatch):
+    stop = checkpoint.GracefulStop()
+    assert stop.exit_if_stopped(tmp_path) is None and capsys.readouterr().err == ""  # not stopped: carries on
+    stop._request(signal.SIGTERM, None)
+    capsys.readouterr()
+    again = f"continue with: {SCRIPT} train --config {shlex.quote(str(tmp_path / 'config.yaml'))} --resume auto"
+    with pytest.raises(SystemExit) as raised:
+        stop.exit_if_stopped(tmp_path)
+    assert raised.value.code == 143
+    assert capsys.readouterr().err == f"stopped by SIGTERM: nothing was saved yet; {again}\n"
+    (tmp_path / "last.pt").write_bytes(b"")
+    with pytest.raises(SystemExit) as raised:
+        stop.exit_if_stopped(tmp_path)
+    assert raised.value.code == 143
+    saved = f"{tmp_path / 'last.pt'} holds the last completed epoch"
+    assert capsys.readouterr().err == f"stopped by SIGTERM: {saved}; {again}\n"
+{% if cookiecutter.use_distributed %}
+    monkeypatch.setattr(checkpoint, "is_main", lambda: False)  # another rank: rank 0 says where to continue
+    with pytest.raises(SystemExit) as raised:
+        stop.exit_if_stopped(tmp_path)
+    assert raised.value.code == 143 and capsys.readouterr().err == ""
+{% endif %}
+
+
+def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path):
+    """check_continuation on planted files (plain dicts with an epoch: all a checkpoint needs to be found)."""
+    from types import SimpleNamespace
+
+    from {{ cookiecutter.package_name }}.errors import OutputError
+    from {{ cookiecutter.package_name }}.files import save
+
+    out, other = tmp_path / "run", tmp_path / "other"
+    out.mkdir()
+    other.mkdir()
+    cfg = SimpleNamespace(resume="auto", epochs=5)
+
+    def refusal(found, config=cfg) -> str:
+        with pytest.raises(OutputError) as raised:
+            checkpoint.check_continuation(out, found, config)
+        return str(raised.value)
+
+    assert checkpoint.check_continuation(out, None, cfg) is None  # an empty folder: a new run
+    save({"epoch": 1}, other / "last.pt")
+    assert checkpoint.check_continuation(out, (other / "last.pt", {"epoch": 1}), cfg) is None  # into an empty one
+    save({"epoch": 1}, out / "best.pt")
+    save({"epoch": 2}, out / "last.pt")
+    end = "--overwrite to replace it, or another --output-dir"
+    assert refusal(None) == f"{out} holds an unfinished run; pass --resume auto to continue it, {end}"
+    assert refusal((other / "last.pt", {"epoch": 1})) == (
+        f"{out} holds another run; continue {other / 'last.pt'} into an empty --output-dir or its own folder"
+    )
+    by_path = SimpleNamespace(resume=str(out / "best.pt"), epochs=5)
+    assert refusal((out / "best.pt", {"epoch": 1}), by_path) == (
+        f"{out / 'best.pt'} is epoch 1 but {out} went on to epoch 2; "
+        f"continue from {out / 'last.pt'}, or pass --overwrite to branch off here"
+    )
+    assert checkpoint.check_continuation(out, (out / "last.pt", {"epoch": 2}), by_path) is None
+    (out / "model.pt").write_bytes(b"")
+    assert refusal(None) == f"{out} holds a finished run; pass --resume auto with more --epochs to continue it, {end}"
+    assert refusal((out / "last.pt", {"epoch": 5})) == (
+        f"{out} holds a finished run of 5 epochs; pass more --epochs to continue it"
+    )
+    assert checkpoint.check_continuation(out, (out / "last.pt", {"epoch": 4}), cfg) is None
+    (out / "best.pt").unlink()
+    (out / "last.pt").unlink()
+    # a finished run without checkpoints
+    assert refusal((other / "last.pt", {"epoch": 1})) == (
+        f"{out} holds another run; continue {other / 'last.pt'} into an empty --output-dir or its own folder"
+    )
+
+
+def test_resume_auto_takes_the_newest_loadable_checkpoint(tmp_path, capsys):
+    from {{ cookiecutter.package_name }}.files import save
+
+    assert checkpoint.find_checkpoint("auto", tmp_path) is None
+    assert capsys.readouterr().out == f"no checkpoint in {tmp_path}: starting from scratch\n"
+    assert checkpoint.find_checkpoint("auto", tmp_path, quiet=True) is None and capsys.readouterr().out == ""
+    assert checkpoint.find_checkpoint(None, tmp_path) is None
+    save({"epoch": 3, "tag": "last"}, tmp_path / "last.pt")
+    path, state = checkpoint.find_checkpoint("auto", tmp_path)
+    assert path == tmp_path / "last.pt" and state["tag"] == "last" and capsys.readouterr().out == ""
+    (tmp_path / "best.pt").write_bytes(b"PK\x03\x04 cut short")
+    path, state = checkpoint.find_checkpoint("auto", tmp_path)
+    assert path == tmp_path / "last.pt" and state["epoch"] == 3
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 1 and printed[0].startswith(f"skipping checkpoint {tmp_path / 'best.pt'} cannot be read (")
+    save({"epoch": 3, "tag": "best"}, tmp_path / "best.pt")
+    assert checkpoint.find_checkpoint("auto", tmp_path)[1]["tag"] == "last"  # a tie: last wins
+    save({"epoch": 4, "tag": "best"}, tmp_path / "best.pt")
+    assert checkpoint.find_checkpoint("auto", tmp_path)[1]["tag"] == "best"
+    path, state = checkpoint.find_checkpoint(str(tmp_path / "last.pt"), tmp_path)
+    assert path == tmp_path / "last.pt" and state["tag"] == "last"
+
+
+class _Foreign:  # a class no checkpoint may hold: weights_only refuses to build it
+    pass
+
+
+def test_only_checkpoints_of_plain_data_are_loaded(tmp_path):
+    from {{ cookiecutter.package_name }}.errors import ModelError
+
+    def refusal(path) -> str:
+        with pytest.raises(ModelError) as raised:
+            checkpoint.load_checkpoint(path)
+        return str(raised.value)
+
+    assert refusal(tmp_path / "none.pt") == f"checkpoint {tmp_path / 'none.pt'} does not exist; check --resume"
+    torch.save({"epoch": 1, "thing": _Foreign()}, tmp_path / "foreign.pt")
+    assert refusal(tmp_path / "foreign.pt") == (  # not torch's advice to load it with weights_only=False
+        f"checkpoint {tmp_path / 'foreign.pt'} cannot be read "
+        "(it holds Python objects besides tensors and plain data, and loading those could run code)"
+    )
+    (tmp_path / "cut.pt").write_bytes(b"")
+    assert refusal(tmp_path / "cut.pt") == f"checkpoint {tmp_path / 'cut.pt'} cannot be read (EOFError)"
+    end = "resume from the last.pt or best.pt of a run"
+    torch.save({"weight": torch.ones(1)}, tmp_path / "weights.pt")
+    weights = f"{tmp_path / 'weights.pt'} is no checkpoint (weights without training state); {end}"
+    assert refusal(tmp_path / "weights.pt") == weights
+    torch.save([1, 2], tmp_path / "list.pt")
+    assert refusal(tmp_path / "list.pt") == f"{tmp_path / 'list.pt'} is no checkpoint (a list); {end}"
+    torch.save({"epoch": 2, "x": torch.ones(1)}, tmp_path / "good.pt")
+    assert checkpoint.load_checkpoint(tmp_path / "good.pt")["epoch"] == 2
+
+
+def _stateful_run(lr: float = 0.1):
+    from torch import nn
+
+    model = nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 0.5**epoch)
+    classes = checkpoint.ClassNames(["a", "b"])
+    return {"model": model, "optimizer": optimizer, "scheduler": scheduler, "classes": classes}
+
+
+@pytest.fixture
+def _random_state_kept():
+    import random
+
+    import numpy as np
+
+    kept = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    yield
+    torch.set_rng_state(kept[0])
+    np.random.set_state(kept[1])
+    random.setstate(kept[2])
+
+
+def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, capsys, monkeypatch, _random_state_kept):
+    from types import SimpleNamespace
+
+    from {{ cookiecutter.package_name }}.errors import ModelError
+
+    cfg = SimpleNamespace(model="small_cnn", data="synthetic", batch_size=16, optimizer="sgd", lr=0.1)
+    cfg.momentum, cfg.weight_decay = 0.9, 0.0
+    saved = _stateful_run()
+    saved["optimizer"].step()
+    saved["scheduler"].step()
+    streams = [checkpoint.rng_state(torch.Generator().manual_seed(seed)) for seed in (10, 11)]
+    state = {name: obj.state_dict() for name, obj in saved.items()}
+    state |= {"epoch": 1, "metrics": [{"val_acc": 0.5}], "rng": streams, "config": vars(cfg).copy()}
+    path = tmp_path / "last.pt"
+
+    def refusal(state, stateful) -> str:
+        with pytest.raises(ModelError) as raised:
+            checkpoint.resume((path, state), stateful, torch.Generator(), cfg)
+        return str(raised.value)
+
+    assert checkpoint.resume(None, _stateful_run(), torch.Generator(), cfg) == []
+    other = state | {"config": dict(vars(cfg), model="resnet18", batch_size=8)}
+    differs = f"{path} was written by a different run (differs in: model, batch_size)"
+    assert refusal(other, _stateful_run()) == differs + "; with no config.yaml beside it, give its flags"
+    (tmp_path / "config.yaml").write_text("epochs: 1\n")  # what make_config read: the flags given differ
+    assert refusal(other, _stateful_run()) == differs
+    end = "resume from the last.pt or best.pt of a run"
+    for gone in (["config"], ["rng", "optimizer"], ["metrics"]):  # a hand-made file, say
+        partial = {key: value for key, value in state.items() if key not in gone}
+        assert refusal(partial, _stateful_run()) == f"{path} has no usable {', '.join(gone)}; {end}"
+    for key, garbage in (("config", "x"), ("rng", "x"), ("model", [1, 2]), ("metrics", []), ("classes", "x")):
+        assert refusal(state | {key: garbage}, _stateful_run()) == f"{path} has no usable {key}; {end}"
+    for rng in ([{"torch": "x"}], []):
+        assert refusal(state | {"rng": rng}, _stateful_run()).startswith(f"{path}: its random streams cannot be")
+    unrestorable = f"{path}: its random streams cannot be restored ('torch'); {end}"
+    assert refusal(state | {"rng": [{}]}, _stateful_run()) == unrestorable
+    fresh = _stateful_run()
+    fresh["model"] = torch.nn.Linear(3, 2)
+    fitting = "resume with the flags the run was trained with, or start anew from its weights with --init-from"
+    assert refusal(state, fresh) == (  # the mismatch itself, not load_state_dict's first line
+        f"{path}: the saved model does not fit this run (size mismatch for weight: copying a param with shape "
+        f"torch.Size([2, 2]) from checkpoint, the shape in current model is torch.Size([2, 3]).); {fitting}"
+    )
+    fresh = _stateful_run()
+    weight, bias = fresh["model"].parameters()
+    fresh["optimizer"] = torch.optim.SGD([{"params": [weight]}, {"params": [bias]}], lr=0.1)
+    message = "loaded state dict has a different number of parameter groups"
+    assert refusal(state, fresh) == f"{path}: the saved optimizer does not fit this run ({message}); {fitting}"
+    fresh = _stateful_run()
+    fresh["classes"] = checkpoint.ClassNames(["a", "c"])
+    assert refusal(state, fresh) == (
+        "the checkpoint was trained on the classes ['a', 'b'], but the data has ['a', 'c']; "
+        "restore the data's classes, or train into a new --output-dir"
+    )
+    capsys.readouterr()
+{% if cookiecutter.use_distributed %}
+    monkeypatch.setattr(checkpoint, "rank", lambda: 1)
+{% endif %}
+    generator, fresh = torch.Generator(), _stateful_run(lr=0.1)
+    assert checkpoint.resume((path, state), fresh, generator, cfg) == [{"val_acc": 0.5}]
+{% if cookiecutter.use_distributed %}
+    assert torch.equal(generator.get_state(), streams[1]["loader"])  # rank 1 continues rank 1's streams
+{% else %}
+    assert torch.equal(generator.get_state(), streams[0]["loader"])
+{% endif %}
+    assert fresh["optimizer"].param_groups[0]["lr"] == pytest.approx(0.05)  # the schedule's lr after one epoch
+    assert capsys.readouterr().out == f"resumed from {path} after epoch 1\n"
+{% if cookiecutter.use_distributed %}
+    generator = torch.Generator()
+    checkpoint.resume((path, state | {"rng": streams[:1]}), _stateful_run(), generator, cfg)
+    assert torch.equal(generator.get_state(), streams[0]["loader"])
+    fallback = f"{path} was written by 1 processes: random streams continue from rank 0's"
+    assert capsys.readouterr().out == f"{fallback}\nresumed from {path} after epoch 1\n"
+{% endif %}
+
+
+def test_resume_of_a_checkpoint_path_reads_the_config_yaml_beside_it(tmp_path, monkeypatch):
+    from {{ cookiecutter.package_name }}.config import TrainConfig, make_config
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("epochs: 3\noutput_dir: .\n")
+    cfg = make_config({"resume": str(run / "last.pt")})
+    assert cfg.epochs == 3 and cfg.output_dir == str(run) and cfg.resume == str(run / "last.pt")
+    assert make_config({"resume": str(run / "last.pt"), "epochs": 4}).epochs == 4  # flags still win
+    (tmp_path / "other.yaml").write_text("epochs: 7\n")
+    assert make_config({"resume": str(run / "last.pt")}, str(tmp_path / "other.yaml")).epochs == 7  # --config wins
+    (tmp_path / "config.yaml").write_text("epochs: 9\n")  # auto names no file: no config.yaml is looked for
+    assert make_config({"resume": "auto"}).epochs == TrainConfig().epochs
+    cfg = make_config({"resume": "auto", "output_dir": str(run)})  # ... but the --output-dir it continues
+    assert cfg.epochs == 3 and cfg.output_dir == str(run)
+    assert make_config({"resume": str(tmp_path / "elsewhere" / "last.pt")}).epochs == TrainConfig().epochs
+
+
+def test_continuing_from_a_checkpoint_of_another_name_in_its_own_folder_prints_nothing(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from {{ cookiecutter.package_name }}.files import save
+
+    save({"epoch": 1}, tmp_path / "epoch1.pt")
+    cfg = SimpleNamespace(resume=str(tmp_path / "epoch1.pt"), epochs=3)
+    assert checkpoint.check_continuation(tmp_path, (tmp_path / "epoch1.pt", {"epoch": 1}), cfg) is None
+    assert capsys.readouterr().out == ""  # no "starting from scratch": this run does not
+
+
+def test_a_gpu_checkpoint_resumes_on_a_cpu_run_without_touching_cuda(monkeypatch, _random_state_kept):
+    touched = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state: touched.append(state))
+    generator = torch.Generator().manual_seed(3)
+    state = checkpoint.rng_state(generator) | {"cuda": torch.zeros(16, dtype=torch.uint8)}
+    checkpoint.restore_rng(state, torch.Generator())
+    assert touched == []
+
+
+@contextlib.contextmanager
+def saved_as_if_on_a_gpu():
+    """torch.save tags every CPU tensor as on cuda:0, as a GPU run's file would be."""
+    registry = list(torch.serialization._package_registry)
+    torch.serialization.register_package(-1, lambda storage: "cuda:0" if storage.device.type == "cpu" else None, None)
+    try:
+        yield
+    finally:
+        torch.serialization._package_registry[:] = registry
+
+
+def test_a_checkpoint_written_on_a_gpu_resumes_on_a_cpu_only_machine(tmp_path):
+    with saved_as_if_on_a_gpu():
+        weights = {"weight": torch.ones(2)}
+        torch.save({"epoch": 1, "model": weights}, tmp_path / "last.pt")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA"):  # what a plain torch.load does with it here
+            torch.load(tmp_path / "last.pt", weights_only=True)
+    state = checkpoint.load_checkpoint(tmp_path / "last.pt")
+    assert state["model"]["weight"].device == torch.device("cpu") and state["model"]["weight"].sum() == 2
+{% endif %}

@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from {{ cookiecutter.package_name }} import cli
+from {{ cookiecutter.package_name }} import cli, runtime
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import TrainConfig
 
@@ -26,7 +26,7 @@ def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsy
     training_reports = {name: (run / name).read_bytes() for name in ("per_class.csv", "confusion_matrix.csv")}
     assert main(["evaluate", "--weights", str(run / "model.pt"), "--device", "cpu"]) == 0
     assert capsys.readouterr().out.startswith("accuracy ")
-    evaluation = run / "eval-model-images"  # its own folder: the training run's reports stay as they were
+    (evaluation,) = run.glob("eval-model-images-*")  # its own folder: the training run's reports stay as they were
     assert {name: (run / name).read_bytes() for name in training_reports} == training_reports
     with open(evaluation / "per_class.csv") as file:
         rows = list(csv.DictReader(file))
@@ -47,10 +47,30 @@ def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsy
 
 
 @no_cuda
-def test_auto_device_falls_back_to_cpu_with_one_line(tiny_config, capsys):
-    assert main(["train", "--max-steps-per-epoch", "1", "--output-dir", tiny_config.output_dir, *SMOKE[:4]]) == 0
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_auto_device_falls_back_to_cpu_with_one_line_unless_the_cpu_was_chosen(tiny_config, capsys):
+    args = ["train", "--max-steps-per-epoch", "1", "--output-dir", tiny_config.output_dir, *SMOKE[:4]]
+    assert main([*args, "--gpus", "0"]) == 0
     captured = capsys.readouterr()  # a notice: on stderr, so that stdout carries results only
     assert captured.err.count("CUDA is not available: running on the CPU.") == 1 and "CUDA" not in captured.out
+    assert main([*args, "--gpus", "cpu", "--overwrite"]) == 0
+    assert "CUDA is not available" not in capsys.readouterr().err  # the CPU was chosen: no news
+
+
+def test_help_answers_without_importing_torch():
+    """torch and torchvision take seconds to import: --help and a bad flag must not wait for them."""
+    probe = (
+        "import sys\n"
+        "from {{ cookiecutter.package_name }}.cli import main\n"
+        "try:\n"
+        "    main(['train', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('torch' in sys.modules, 'matplotlib' in sys.modules, file=sys.stderr)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert "--epochs" in done.stdout and done.stderr.split() == ["False", "False"], done.stderr
 
 
 @pytest.mark.parametrize("gpus", ["0,,1", "1,1", "a,b", "-1"])
@@ -66,23 +86,23 @@ def test_predict_explains_an_unreadable_image(tiny_config, tmp_path, capsys):
     weights = f"{tiny_config.output_dir}/model.pt"
     assert main(["predict", "--weights", weights, str(tmp_path / "broken.png"), "--device", "cpu"]) == 3
     err = capsys.readouterr().err
-    assert f"skipped {tmp_path / 'broken.png'}: not readable as an image" in err
+    assert f"skipped: cannot read image {tmp_path / 'broken.png'} (UnidentifiedImageError)" in err
     assert "none of the 1 file(s) is a readable image" in err
 
 
 @pytest.mark.parametrize("answer", ["cpu", "none", ""])
 def test_cpu_none_or_nothing_hide_every_gpu(monkeypatch, answer):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    cli.select_gpus(answer)
+    runtime.select_gpus(answer)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
 
 
 def test_gpu_ids_are_exported_before_cuda_starts_in_a_fresh_process(tmp_path):
     probe = (
         "import os, torch\n"
-        "from {{ cookiecutter.package_name }} import cli\n"
+        "from {{ cookiecutter.package_name }} import cli, train\n"
         "seen = lambda cfg: print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['CUBLAS_WORKSPACE_CONFIG'])\n"
-        "cli.train = lambda cfg: seen(cfg) or print(torch.cuda.is_initialized())\n"
+        "train.train = lambda cfg: seen(cfg) or print(torch.cuda.is_initialized())\n"
         "raise SystemExit(cli.main(['train', '--gpus', '2,3', '--deterministic']))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1])}

@@ -1,11 +1,15 @@
 import shutil
+import types
 from dataclasses import replace
 from urllib.error import URLError
 
 import pytest
 import torch
 from PIL import Image
+from torchvision.transforms import v2
 
+from {{ cookiecutter.package_name }} import data as data_module
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import (
     DOWNLOADABLE,
     Augmentation,
@@ -13,6 +17,10 @@ from {{ cookiecutter.package_name }}.data import (
     build_data,
     build_transform,
     compute_mean_std,
+    default_image_size,
+    inverse_frequency,
+    load_rgb,
+    open_datasets,
 )
 from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.train import resolve
@@ -51,6 +59,20 @@ def test_mean_std_of_a_dataset():
     assert std == pytest.approx([0.0816] * 3, abs=1e-3)
 
 
+def test_normalisation_statistics_come_from_a_random_sample_of_sorted_data():
+    dataset = [(torch.full((3, 2, 2), float(i >= 1000)), 0) for i in range(2000)]  # sorted: 1000 black, 1000 white
+    mean, _ = compute_mean_std(dataset)  # 512 of them: the first 512 would all be black
+    assert mean == pytest.approx([0.5] * 3, abs=0.1)
+
+
+def test_the_training_order_follows_the_seed(tiny_config):
+    def first_epoch(seed: int) -> list[int]:
+        cfg = resolve(replace(tiny_config, seed=seed, mean=[0.5] * 3, std=[0.5] * 3))
+        return list(build_data(cfg, torch.device("cpu")).train.sampler)
+
+    assert first_epoch(1) == first_epoch(1) and first_epoch(1) != first_epoch(0)
+
+
 def test_image_folder_loads_with_class_names(image_folder, tiny_config):
     cfg = resolve(replace(tiny_config, data=str(image_folder), image_size=32))
     data = build_data(cfg, torch.device("cpu"))
@@ -86,5 +108,114 @@ def test_offline_download_is_one_clear_error(tiny_config, monkeypatch):
         raise URLError("no network")
 
     monkeypatch.setitem(DOWNLOADABLE, "cifar10", offline)
-    with pytest.raises(UserError, match="could not download cifar10 into data"):
+    with pytest.raises(UserError, match="could not download cifar10 into /.*/data ") as raised:
         resolve(replace(tiny_config, data="cifar10"))
+    assert str(raised.value).endswith("; connect to the internet once or copy the files there, then run again")
+
+
+def test_training_crops_have_their_documented_scale_and_padding():
+    basic = Augmentation("basic", hflip=False)
+    photos = build_transform("folder", 64, None, None, basic).transforms
+    crop = next(step for step in photos if isinstance(step, v2.RandomResizedCrop))
+    assert tuple(crop.size) == (64, 64) and crop.scale == (0.35, 1.0)
+    small = build_transform("synthetic", 32, None, None, basic).transforms
+    assert next(step for step in small if isinstance(step, v2.RandomCrop)).padding == [4, 4, 4, 4]  # an eighth
+
+
+def test_synthetic_images_are_transformed_only_when_given_a_transform():
+    plain = SyntheticImages(4, seed=0)
+    assert plain[1][0].dtype == torch.uint8 and torch.equal(plain[1][0], plain.images[1])
+    halved = SyntheticImages(4, seed=0, transform=lambda image: image // 2)
+    assert torch.equal(halved[1][0], plain.images[1] // 2) and halved[1][1] == int(plain.targets[1])
+
+
+def test_statistics_are_rounded_to_four_places_and_follow_the_seed():
+    images = SyntheticImages(600, seed=0, transform=v2.ToDtype(torch.float32, scale=True))
+    mean, std = compute_mean_std(images, samples=64, seed=1)
+    assert all(round(value, 4) == value for value in mean + std)
+    assert (mean, std) != compute_mean_std(images, samples=64, seed=2)
+
+
+def test_every_image_is_read_as_rgb_whatever_its_mode(tmp_path, image_folder):
+    Image.new("L", (8, 8), 100).save(tmp_path / "grey.png")
+    Image.new("RGBA", (8, 8), (1, 2, 3, 4)).save(tmp_path / "alpha.png")
+    assert load_rgb(str(tmp_path / "grey.png")).mode == "RGB" and load_rgb(str(tmp_path / "alpha.png")).mode == "RGB"
+    opened, _ = open_datasets(TrainConfig(data=str(image_folder)), ("train", "val"), training=True)
+    assert opened["train"].loader is load_rgb and opened["val"].loader is load_rgb  # names a bad file in its message
+
+
+def test_native_sizes_and_class_weights():
+    assert [default_image_size(name) for name in ("synthetic", "cifar10", "mnist", "photos")] == [32, 32, 28, 224]
+    weights = inverse_frequency([0, 0, 1], 3)  # the last class has no training image
+    assert weights.shape == (3,) and weights[2] == 0 and weights[1] == 2 * weights[0]
+
+
+def test_a_tree_with_only_a_val_folder_is_a_split_tree_not_a_class_named_val(tmp_path):
+    (tmp_path / "val" / "cat").mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(tmp_path / "val" / "cat" / "0.png")
+    with pytest.raises(UserError, match="train"):
+        open_datasets(TrainConfig(data=str(tmp_path)), ("train", "val"), training=True)
+
+
+def test_an_unknown_data_name_lists_the_known_ones(tmp_path):
+    with pytest.raises(UserError) as raised:
+        open_datasets(TrainConfig(data=str(tmp_path / "cifar11")), ("train", "val"), training=True)
+    known = ", ".join(["synthetic", *DOWNLOADABLE])
+    assert str(raised.value) == f"--data {tmp_path / 'cifar11'}: no such folder or CSV file, and not one of {known}"
+
+
+def test_a_split_file_must_say_each_images_split(tmp_path, image_folder):
+    (tmp_path / "split.csv").write_text("path,label\ntrain/cats/0.png,cats\n")
+    cfg = TrainConfig(data=str(image_folder / "train"), split=str(tmp_path / "split.csv"))
+    with pytest.raises(UserError, match="lacks the column.s. split"):
+        data_module.labelled_rows(cfg, training=True)
+
+
+def test_the_summary_names_more_than_twenty_classes_and_each_unmeasured_one(tmp_path, capsys):
+    class Loader:
+        def __init__(self, targets, classes):
+            self.dataset = types.SimpleNamespace(targets=targets, classes=classes)
+
+    classes = [f"c{i}" for i in range(20)]
+    summary = data_module.Data(Loader(list(range(20)), classes), Loader(list(range(18)), classes), classes, None, None)
+    data_module.describe_data(summary, tmp_path)
+    captured = capsys.readouterr()
+    assert " more" not in captured.out  # exactly LISTED_CLASSES: all listed
+    assert captured.err == "warning: no validation images of c18, c19: nothing measures them\n"
+
+
+def test_the_training_data_is_built_as_configured(tmp_path, monkeypatch):
+    """Synthetic data crops with padding (photos: resized crops), the --augment policy, the class names checked
+    against the data's name, the balanced draw from the loader's seeded generator, the workers asked for."""
+    cfg = TrainConfig(data="synthetic", image_size=32, batch_size=4, mean=[0.5] * 3, std=[0.25] * 3, seed=3)
+    cfg = replace(cfg, num_workers=0, hflip=True)  # as resolve() leaves them
+    basic = build_data(replace(cfg, num_workers=2, sampler="balanced"), torch.device("cpu"))
+    kinds = [type(step) for step in basic.train.dataset.transform.transforms]
+    assert v2.RandomCrop in kinds and v2.RandomResizedCrop not in kinds and v2.AutoAugment not in kinds
+    assert basic.train.num_workers == 2 and basic.train.persistent_workers is False
+    draws = []
+    for global_seed in (1, 2):  # the global stream moves; the loader's own, seeded by --seed, decides
+        torch.manual_seed(global_seed)
+        draws.append(list(build_data(replace(cfg, sampler="balanced"), torch.device("cpu")).train.sampler))
+    assert draws[0] == draws[1]
+    trivial = build_data(replace(cfg, augment="trivialaugment"), torch.device("cpu"))
+    assert v2.TrivialAugmentWide in [type(step) for step in trivial.train.dataset.transform.transforms]
+    monkeypatch.setattr(data_module, "check_class_names", lambda classes, source: seen.append(source))
+    seen = []
+    build_data(cfg, torch.device("cpu"))
+    assert seen == ["synthetic"]
+
+
+def test_statistics_are_sampled_with_the_runs_seed(monkeypatch):
+    seeds = []
+    sampled = lambda dataset, seed: seeds.append(seed) or ([0.5] * 3, [1.0] * 3)  # noqa: E731
+    monkeypatch.setattr(data_module, "compute_mean_std", sampled)
+    data_module.resolve_normalisation(TrainConfig(data="synthetic", image_size=32, seed=7))
+    assert seeds == [7]
+
+
+def test_a_csv_of_one_image_is_refused_for_the_split_it_leaves_empty(tmp_path):
+    Image.new("RGB", (8, 8)).save(tmp_path / "a.png")
+    (tmp_path / "labels.csv").write_text("path,label,split\na.png,cat,train\n")
+    with pytest.raises(UserError, match="val"):
+        build_data(resolve(TrainConfig(data=str(tmp_path / "labels.csv"), image_size=8)), torch.device("cpu"))

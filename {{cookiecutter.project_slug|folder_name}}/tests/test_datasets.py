@@ -2,6 +2,7 @@
 augmentation policies; test-time augmentation; predictions for whole folders."""
 
 import csv
+import os
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -14,9 +15,16 @@ from torchvision.transforms import v2
 
 from {{ cookiecutter.package_name }} import inference
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.data import Augmentation, build_data, build_transform, inverse_frequency
+from {{ cookiecutter.package_name }}.data import (
+    Augmentation,
+    build_data,
+    build_transform,
+    inverse_frequency,
+    load_rgb,
+)
 from {{ cookiecutter.package_name }}.errors import DataError, UserError
 from {{ cookiecutter.package_name }}.inference import FlipAveraged, evaluate_run
+from {{ cookiecutter.package_name }}.layouts import hold_out, read_class_folders, read_csv
 from {{ cookiecutter.package_name }}.train import resolve, train
 
 CPU = torch.device("cpu")
@@ -86,6 +94,7 @@ def test_evaluate_and_train_with_split_reuse_a_runs_split(photos, tiny_config, t
     weights = str(first / "model.pt")
     assert int(evaluate_run(weights, CPU)["confusion"].sum()) == 7  # exactly the run's 4 + 2 + 1 held-out images
     assert int(evaluate_run(weights, CPU, data=str(photos))["confusion"].sum()) == 7  # the same data, named again
+    assert int(evaluate_run(weights, CPU, data=f"{photos}/../photos")["confusion"].sum()) == 7  # spelled otherwise
     for label, count in (("cats", 3), ("dogs", 2), ("owls", 1)):
         write_images(tmp_path / "other" / label, label, count)
     assert int(evaluate_run(weights, CPU, data=str(tmp_path / "other"))["confusion"].sum()) == 6  # all of other data
@@ -96,6 +105,24 @@ def test_evaluate_and_train_with_split_reuse_a_runs_split(photos, tiny_config, t
     fresh = on(photos, tiny_config, output_dir=str(first.parent / "fresh"))
     train(fresh)
     assert held_out(first.parent / "fresh")["cats"] == 6  # without --split: the new 30 cats held out anew
+
+
+def test_a_hold_out_rounds_each_class_share_to_the_nearest_image():
+    rows = [(f"{label}/{i}.png", label, None) for label, count in (("cats", 8), ("dogs", 7)) for i in range(count)]
+    held = Counter(label for _, label, split in hold_out(rows, 0.2, seed=0) if split == "val")
+    assert held == {"cats": 2, "dogs": 1}  # round(1.6) and round(1.4), not floored
+
+
+def test_hidden_files_beside_the_images_are_not_images(photos):
+    (photos / "cats" / "._cats_0.png").write_bytes(b"\x00\x05\x16\x07")  # what macOS copies beside each file
+    assert len(read_class_folders(photos)) == sum(COUNTS.values())
+
+
+def test_overwrite_holds_out_anew_from_the_data_as_it_is_now(photos, tiny_config):
+    run = Path(train(on(photos, tiny_config))["config"].output_dir)
+    write_images(photos / "cats", "cats", 10, start=20)  # more photos since the first run
+    train(on(photos, tiny_config, overwrite=True))
+    assert len(read_rows(run / "split.csv")) == sum(COUNTS.values()) + 10 and held_out(run)["cats"] == 6
 
 
 def write_csv(path: Path, rows: list[list[str]]) -> Path:
@@ -128,18 +155,40 @@ def test_a_csv_of_paths_and_labels_trains_held_out_or_with_its_own_split(labelle
     assert "owls" in owl[0] and owl[1] == 2  # labels are class names, indexed in sorted order
 
 
+def test_a_csv_saved_with_a_byte_order_mark_keeps_its_first_column(labelled):
+    folder, rows = labelled
+    with open(folder / "excel.csv", "w", newline="", encoding="utf-8-sig") as file:  # as Excel saves "UTF-8 CSV"
+        csv.writer(file).writerows(rows)
+    assert [row[:2] for row in read_csv(folder / "excel.csv", folder)] == [tuple(row) for row in rows[1:]]
+
+
 @pytest.mark.parametrize(
     ("fault", "message"),
     [
         ("missing file", "labels.csv line 3: .*gone.png does not exist"),
         ("unknown split", "labels.csv line 2: split 'test' must be train or val"),
         ("no label column", "lacks the column.s. label"),
+        ("empty label", "labels.csv line 2: path and label must both be given"),
+        ("blank line", "labels.csv line 4: .*gone.png does not exist"),  # lines as the file has them
+        ("repeated image", "labels.csv lines 2 and 37 list ./images/cats_0.png; list it once"),
+        ("line break in a label", "class 'tabby.ncat' holds a control character"),
+        ("terminal escape in a label", "class '.x1b.31mred' holds a control character"),
     ],
 )
 def test_bad_csv_rows_are_one_clear_error_naming_the_line(labelled, tiny_config, capsys, fault, message):
     folder, rows = labelled
     if fault == "missing file":
         rows.insert(2, ["images/gone.png", "cats"])
+    elif fault == "empty label":
+        rows[1][1] = " "
+    elif fault == "blank line":
+        rows[2:2] = [[], ["images/gone.png", "cats"]]
+    elif fault == "repeated image":
+        rows.append(["./" + rows[1][0], "dogs"])  # the same image, named another way, with another label
+    elif fault == "line break in a label":
+        rows[1][1] = "tabby\ncat"
+    elif fault == "terminal escape in a label":
+        rows[1][1] = "\x1b[31mred"
     elif fault == "unknown split":
         rows = [rows[0] + ["split"]] + [row + ["test"] for row in rows[1:]]
     else:
@@ -149,8 +198,67 @@ def test_bad_csv_rows_are_one_clear_error_naming_the_line(labelled, tiny_config,
         build_data(resolve(on(csv_file, tiny_config, mean=[0.5] * 3, std=[0.5] * 3)), CPU)
     args = ["train", "--data", str(csv_file), "--device", "cpu", "--output-dir", tiny_config.output_dir]
     assert main(args) == DataError.exit_code
-    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    err = capsys.readouterr().err  # beside the error line, at most a notice (fp16 falls back to bf16 on a CPU)
+    assert len([line for line in err.splitlines() if line.startswith("error")]) == 1 and "Traceback" not in err, err
     assert not Path(tiny_config.output_dir).exists()
+
+
+def test_class_names_with_spaces_survive_the_whole_run(labelled, tiny_config, tmp_path, capsys):
+    folder, rows = labelled
+    names = {"cats": "tabby cat", "dogs": "golden retriever", "owls": "barn owl"}
+    csv_file = write_csv(folder / "labels.csv", [rows[0]] + [[path, names[label]] for path, label in rows[1:]])
+    run = Path(train(on(csv_file, tiny_config, model="small_cnn"))["config"].output_dir)  # its layer fc below
+    assert (run / "classes.txt").read_text().splitlines() == sorted(names.values())
+    weights, photo = str(run / "model.pt"), rows[1][0]
+    assert main(["evaluate", "--weights", weights, "--device", "cpu"]) == 0
+    assert main(["predict", "--weights", weights, str(folder / photo), "--output", str(tmp_path / "p.csv")]) == 0
+    assert read_rows(tmp_path / "p.csv")[0]["class_1"] in names.values()
+    assert main(["features", "--weights", weights, "--layer", "fc", "--device", "cpu"]) == 0
+
+
+def test_an_image_linked_into_a_second_class_folder_is_one_error_and_no_run(photos, tiny_config, capsys):
+    """`ln -s ../dogs/dogs_0.png cats/` or a hard link: the same pixels labelled cats and dogs would train both."""
+    args = ["train", "--data", str(photos), "--device", "cpu", "--output-dir", tiny_config.output_dir]
+    for link in ("symlink_to", "hardlink_to"):
+        getattr(photos / "cats" / "linked.png", link)(photos / "dogs" / "dogs_0.png")
+        assert main(args) == DataError.exit_code
+        expected = f"error: --data {photos}: cats/linked.png and dogs/dogs_0.png are the same image; keep one"
+        assert capsys.readouterr().err.splitlines() == [expected]
+        assert not Path(tiny_config.output_dir).exists()
+        (photos / "cats" / "linked.png").unlink()
+
+
+def test_class_folders_whose_names_start_or_end_with_a_space_are_refused(photos, tiny_config):
+    (photos / "owls").rename(photos / "owls ")  # split.csv cells are read back stripped: it could not come back
+    with pytest.raises(DataError, match="class 'owls ' starts or ends with a space; rename it"):
+        build_data(on(photos, tiny_config, mean=[0.5] * 3, std=[0.5] * 3), CPU)
+
+
+def test_an_image_that_pillow_cannot_decode_is_named(tmp_path, monkeypatch):
+    def truncated_chunk(*args, **kwargs):
+        raise ValueError("Truncated gAMA chunk")  # what Pillow raises for some damaged PNGs
+
+    monkeypatch.setattr(Image, "open", truncated_chunk)
+    with pytest.raises(DataError, match="cannot read image .*x.png .ValueError.; delete or replace the file"):
+        load_rgb(str(tmp_path / "x.png"))
+
+
+def test_a_class_folder_name_that_is_not_utf8_is_one_error(photos, tiny_config):
+    os.rename(os.fsencode(photos / "owls"), os.fsencode(photos) + b"/caf\xe9")  # Latin-1, as old archives hold it
+    with pytest.raises(DataError, match="class 'caf.udce9' is not valid UTF-8 text; rename it"):
+        build_data(on(photos, tiny_config, mean=[0.5] * 3, std=[0.5] * 3), CPU)
+
+
+def test_an_image_too_large_to_open_safely_is_named_and_predict_skips_it(photos, tiny_config, tmp_path, monkeypatch):
+    run = Path(train(on(photos, tiny_config))["config"].output_dir)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # a 16 x 16 image stands in for a decompression bomb
+    big = photos / "cats" / "cats_0.png"
+    with pytest.raises(DataError, match=f"image {big} has more pixels than Pillow opens safely"):
+        load_rgb(str(big))
+    Image.new("RGB", (8, 8)).save(tmp_path / "small.png")
+    predict = ["predict", "--weights", str(run / "model.pt"), str(big), str(tmp_path / "small.png")]
+    assert main([*predict, "--output", str(tmp_path / "p.csv")]) == 0
+    assert [row["path"] for row in read_rows(tmp_path / "p.csv")] == [str(tmp_path / "small.png")]
 
 
 def test_split_is_refused_for_data_that_is_split_already(image_folder, tmp_path, tiny_config):
@@ -249,6 +357,21 @@ def test_random_erasing_erases_with_its_probability():
     assert all((erasing(white) == 0).any() for _ in range(10))
     keeping = build_transform("synthetic", 16, None, None, Augmentation("none", hflip=False, random_erasing=0.0))
     assert all((keeping(white) == 1).all() for _ in range(10))
+
+
+def test_random_erasing_fills_with_the_mean_colour_after_normalisation():
+    grey = torch.full((3, 16, 16), 204, dtype=torch.uint8)  # 0.8 in [0, 1]: 1.2 once normalised below
+    transform = build_transform("synthetic", 16, [0.5] * 3, [0.25] * 3, Augmentation("none", False, 1.0))
+    for _ in range(5):
+        image = transform(grey)
+        erased = image == 0  # 0 after normalisation is the mean colour; erased before it, it would be -2
+        assert erased.any() and torch.allclose(image[~erased], torch.tensor(1.2))
+
+
+def test_autoaugment_takes_the_cifar10_policy_on_cifar10_and_imagenets_elsewhere():
+    for source, policy in (("cifar10", v2.AutoAugmentPolicy.CIFAR10), ("folder", v2.AutoAugmentPolicy.IMAGENET)):
+        transform = build_transform(source, 32, None, None, Augmentation("autoaugment"))
+        assert [step.policy for step in transform.transforms if isinstance(step, v2.AutoAugment)] == [policy]
 
 
 def test_flip_tta_averages_the_softmax_of_each_image_and_its_mirror():

@@ -1,5 +1,7 @@
+{% if cookiecutter.use_distributed %}
 import contextlib
 import csv
+import dataclasses
 import os
 import subprocess
 import sys
@@ -9,14 +11,16 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from conftest import NEUTRAL, PLAIN_STEP
 from torch import nn
 
-from {{ cookiecutter.package_name }} import data, distributed
+from {{ cookiecutter.package_name }} import data, distributed, engine
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.engine import train_one_epoch
-from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.engine import evaluate, train_one_epoch
+from {{ cookiecutter.package_name }}.errors import TrainingDiverged, UserError
+from {{ cookiecutter.package_name }}.models import build_model
 
 CPU = torch.device("cpu")
 
@@ -100,17 +104,66 @@ def _batches() -> list:
 
 
 def _config() -> TrainConfig:
-    return TrainConfig(device="cpu", max_steps_per_epoch=None{{ ', clip_grad_norm=0.0' if cookiecutter.use_grad_clipping else '' }}{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
+    return TrainConfig(device="cpu", max_steps_per_epoch=None, **NEUTRAL)
 
 
 def _epoch(model, batches) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-{% if cookiecutter.use_amp %}
-    scaler = torch.amp.GradScaler("cpu", enabled=False)
-    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, CPU, _config(), scaler)
-{% else %}
-    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, CPU, _config())
-{% endif %}
+    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, CPU, _config(), **PLAIN_STEP)
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """A real process group of one rank: DDP's hooks run in this process, without a launcher."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_each_split_of_a_distributed_job_gets_its_sampler(one_rank_group, monkeypatch):
+    dataset, generator = data.SyntheticImages(10, seed=0), torch.Generator()
+    train = data._sampler("train", dataset, TrainConfig(seed=5), generator)
+    assert isinstance(train, torch.utils.data.DistributedSampler) and train.shuffle
+    assert train.dataset is dataset and train.seed == 5  # every rank shuffles alike, each epoch anew
+    val = data._sampler("val", dataset, TrainConfig(), generator)
+    assert isinstance(val, distributed.ShardSampler) and list(val) == list(range(10))  # one rank: every image once
+    balanced = data._sampler("train", dataset, TrainConfig(sampler="balanced"), generator)
+    assert isinstance(balanced, data.BalancedSampler) and balanced.generator is generator
+    monkeypatch.setattr(data, "world_size", lambda: 3)  # three ranks share one draw of the ten images
+    assert len(data.BalancedSampler(dataset.targets, generator)) == 4
+
+
+def test_accumulation_all_reduces_once_per_group_not_per_batch(one_rank_group):
+    model = distributed.wrap(_model(), CPU)
+    all_reduces = []
+
+    def counting_hook(state, bucket):
+        all_reduces.append(bucket.index())
+        done = torch.futures.Future()
+        done.set_result(bucket.buffer())
+        return done
+
+    model.register_comm_hook(None, counting_hook)
+    batches = [(images[:4], targets[:4]) for images, targets in _batches() for _ in range(2)]  # 4 batches
+    cfg = dataclasses.replace(_config(), accumulate_steps=2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, CPU, cfg, **PLAIN_STEP)
+    assert all_reduces == [0, 0]  # one bucket, reduced at the end of each group of 2 batches
+
+
+def test_a_rank_stops_when_its_own_or_another_ranks_loss_diverged_and_says_which(monkeypatch):
+    broken = _model()
+    broken[-1].bias.data.fill_(float("nan"))
+    with pytest.raises(TrainingDiverged, match="^the training loss became NaN or infinite at step 1; "):
+        _epoch(broken, _batches())
+
+    def another_rank_diverged(totals):
+        totals[-1] = 1.0  # the summed "diverged" flag: this rank's own loss stayed finite
+        return totals
+
+    monkeypatch.setattr(engine, "all_reduce", another_rank_diverged)
+    with pytest.raises(TrainingDiverged, match="^the training loss became NaN or infinite on another rank; "):
+        _epoch(_model(), _batches())
 
 
 def _rank_trains_on_its_half(rank: int, store: str, out: str) -> None:
@@ -134,6 +187,37 @@ def test_two_ranks_on_half_batches_take_the_steps_of_one_process_on_whole_batche
         assert not torch.equal(value, initial[key]), key  # the steps did move the weights
         assert torch.equal(ranks[0][key], ranks[1][key]), key  # gradients were averaged across the ranks
         torch.testing.assert_close(ranks[0][key], value, rtol=1e-5, atol=1e-6, msg=key)
+
+
+def _validation(folder: str) -> dict:
+    """The figures of one fixed model on the validation images of `folder`: global batch 2, one image per rank."""
+    cfg = TrainConfig(data=folder, image_size=16, batch_size=2, num_workers=0, mean=[0.5] * 3, std=[0.5] * 3)
+    torch.manual_seed(0)
+    model = build_model("small_cnn", 2)
+    return evaluate(model, data.build_data(cfg, CPU, train=False).val, CPU, num_classes=2)
+
+
+def _rank_validates_its_share(rank: int, store: str, folder: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        figures = _validation(folder)
+        if rank == 0:
+            torch.save(figures, f"{out}/figures.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_ranks_validate_to_the_figures_of_one_process(image_folder, tmp_path):
+    """5 validation images on 2 ranks: loss, accuracy and confusion matrix equal those of a single process (no image
+    counted twice to even out the ranks, every rank's loss summed)."""
+    (image_folder / "val" / "dogs" / "2.png").unlink()
+    args = (str(tmp_path / "store"), str(image_folder), str(tmp_path))
+    torch.multiprocessing.spawn(_rank_validates_its_share, args=args, nprocs=2)
+    together, alone = torch.load(tmp_path / "figures.pt", weights_only=True), _validation(str(image_folder))
+    assert int(alone["confusion"].sum()) == 5 and torch.equal(together["confusion"], alone["confusion"])
+    assert together["val_acc"] == alone["val_acc"]
+    assert together["val_loss"] == pytest.approx(alone["val_loss"], rel=1e-6)
 
 
 def listening_addresses(root_pid: int) -> set[str]:
@@ -193,3 +277,4 @@ def test_local_rank_0_downloads_first_and_the_others_wait_for_it(monkeypatch, lo
     with distributed.local_main_first():
         events.append("download")
     assert events == order
+{% endif %}

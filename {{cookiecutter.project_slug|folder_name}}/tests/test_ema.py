@@ -1,3 +1,4 @@
+{% if cookiecutter.use_ema %}
 import csv
 from dataclasses import replace
 
@@ -9,6 +10,7 @@ from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.ema import build_ema
 from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.inference import evaluate_run
 from {{ cookiecutter.package_name }}.train import train
 
 
@@ -58,6 +60,8 @@ def test_the_average_is_evaluated_every_epoch_and_saved(tiny_config, tmp_path):
 
 
 def test_the_saved_average_is_the_decay_folded_over_the_weights_of_every_step(tiny_config, tmp_path, monkeypatch):
+    """Eight updates at --ema-decay 0.3: the warm-up (2/11, 3/12) gives way to the decay from the fourth on, so a
+    decay that ignored --ema-decay would show."""
     steps = []  # the model's weights and BatchNorm statistics after each optimizer step, as training made them
     build = train_module.build_optimizer
 
@@ -68,15 +72,25 @@ def test_the_saved_average_is_the_decay_folded_over_the_weights_of_every_step(ti
         return optimizer
 
     monkeypatch.setattr(train_module, "build_optimizer", recording)
-    train(replace(tiny_config, epochs=2, ema_decay=0.5))
-    assert len(steps) == 4
+    train(replace(tiny_config, epochs=2, max_steps_per_epoch=4, ema_decay=0.3))
+    assert len(steps) == 8
     expected = {key: value for key, value in steps[0].items() if value.is_floating_point()}  # copied at first
     for n, weights in enumerate(steps[1:], start=1):
-        d = min(0.5, (1 + n) / (10 + n))  # warm-up: 2/11, 3/12, 4/13 here
+        d = min(0.3, (1 + n) / (10 + n))
         expected = {key: d * expected[key] + (1 - d) * weights[key] for key in expected}
     averaged = torch.load(tmp_path / "run" / "ema.pt", weights_only=True)
     for key, value in expected.items():
         torch.testing.assert_close(averaged[key], value, rtol=1e-5, atol=1e-6, msg=key)
+
+
+def test_the_logged_figures_of_the_average_are_those_of_ema_pt(tiny_config, image_folder, tmp_path):
+    """evaluate on the saved average gives the figures the run logged for it: they were measured on the average."""
+    cfg = replace(tiny_config, data=str(image_folder), image_size=32, batch_size=4, epochs=2, ema_decay=0.5)
+    logged = train(cfg)["metrics"][-1]  # 6 validation images: two steps of 4 evaluate them all
+    averaged = evaluate_run(str(tmp_path / "run" / "ema.pt"), torch.device("cpu"))
+    assert averaged["val_loss"] == pytest.approx(logged["ema_val_loss"], rel=1e-5)
+    assert averaged["val_acc"] == logged["ema_val_acc"] and int(averaged["confusion"].sum()) == 6
+    assert logged["ema_val_loss"] != pytest.approx(logged["val_loss"], rel=1e-5)  # not the trained model's
 
 
 def test_on_a_short_run_the_average_follows_the_training_instead_of_staying_at_the_start(tiny_config, monkeypatch):
@@ -107,3 +121,25 @@ def test_decay_zero_turns_it_off(tiny_config, tmp_path):
 def test_a_bad_decay_is_refused(tiny_config):
     with pytest.raises(UserError, match="--ema-decay must be in"):
         replace(tiny_config, ema_decay=1.0)
+
+
+def test_the_average_and_its_counter_live_where_the_model_does():
+    """The counter sits beside the weights (CUDA in a GPU run: no host-device copy per update); the meta device
+    stands in for a GPU here. Buffers are averaged too, and the decay is the one asked for."""
+    model = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3)).to("meta")
+    average = build_ema(model, 0.75)
+    assert average.n_averaged.device.type == "meta" and average.decay == 0.75
+    assert {tensor.device.type for tensor in average.module.state_dict().values()} == {"meta"}
+    assert average.use_buffers is True
+    assert build_ema(model, 0.0) is None
+
+
+def test_the_decay_range_is_zero_included_to_one_excluded():
+    from {{ cookiecutter.package_name }}.config import TrainConfig
+
+    assert TrainConfig(ema_decay=0.0).ema_decay == 0.0 and TrainConfig(ema_decay=0.9999).ema_decay == 0.9999
+    for value in (-0.5, 1.0, 1.5):
+        with pytest.raises(UserError) as raised:
+            TrainConfig(ema_decay=value)
+        assert str(raised.value) == f"--ema-decay must be in [0, 1), got {value}"
+{% endif %}

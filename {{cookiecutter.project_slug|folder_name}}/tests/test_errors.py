@@ -1,6 +1,10 @@
 """Every mistake gets one plain line on stderr, a distinct exit code, no traceback, and no damaged file."""
 
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -38,6 +42,17 @@ def break_folder(root, how: str):
     return root
 
 
+@pytest.mark.slow
+def test_a_bad_image_read_by_a_worker_ends_the_process_with_one_line(image_folder, tmp_path):
+    """Workers ignore SIGTERM (the run stops them itself): after the error the process must still exit."""
+    (image_folder / "val" / "cats" / "0.png").write_bytes(b"\x89PNG but not really")
+    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", "--data", str(image_folder)]
+    command += ["--image-size", "16", "--num-workers", "1", *SMOKE, "--output-dir", str(tmp_path / "r")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3 and "0.png" in done.stderr.strip().splitlines()[-1], done.stderr
+
+
 @pytest.mark.parametrize(
     ("how", "workers", "message"),
     [
@@ -60,6 +75,23 @@ def test_bad_image_folders_exit_3(image_folder, tmp_path, capsys, how, workers, 
         assert "3.png" in err
 
 
+def test_data_workers_stopped_after_an_error_are_not_reported_as_failed_workers():
+    """In a process of its own: _stop_data_workers stops every child process, whoever runs the tests."""
+    script = (
+        "import multiprocessing, time, torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "from {{ cookiecutter.package_name }}.cli import _stop_data_workers\n"
+        "batches = iter(DataLoader(TensorDataset(torch.zeros(8)), num_workers=2))  # watched by a SIGCHLD handler\n"
+        "next(batches)\n"
+        "_stop_data_workers()\n"
+        "time.sleep(0.5)  # a pending handler would raise here: DataLoader worker (pid ...) is killed by signal\n"
+        "print(len(multiprocessing.active_children()))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "0", done.stderr[-2000:]
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -67,6 +99,13 @@ def test_bad_image_folders_exit_3(image_folder, tmp_path, capsys, how, workers, 
         (["--model", "resnet19"], 4, "did you mean resnet18"),
         (["--batch-size", "5000"], 2, "--batch-size 5000 exceeds the 2048 training images"),
         (["--epochs", "0"], 2, "--epochs must be at least 1"),
+        (["--seed", "-1"], 2, "--seed must be between 0 and 2**32 - 1"),
+        (["--mean", "inf", "0", "0", "--std", "1", "1", "1"], 2, "--mean must be three finite numbers"),
+        (["--data", "/dev/null"], 3, "no such folder or CSV file"),
+        (["--lr", "nan"], 2, "--lr must be a number, got nan"),  # NaN passes every range check
+        (["--momentum", "inf"], 2, "--momentum must be a finite number, not negative, got inf"),
+        (["--std", "0", "0", "0", "--mean", "0", "0", "0"], 2, "--std must be three positive numbers"),
+        (["--mean", "0.5", "0.5", "0.5"], 2, "--mean and --std go together"),  # else silently ignored
         (["--lr", "1e30", "--momentum", "0"], 7, "the training loss became NaN or infinite at step"),
         pytest.param(
             ["--device", "cuda", "--gpus", "0"], 6, "no CUDA GPU is visible with --gpus 0; check nvidia-smi",
@@ -87,11 +126,18 @@ def test_bad_options_get_their_exit_code(tmp_path, capsys, args, code, message):
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [(None, "cannot read config file"), ("epochs: [1\n", "not valid YAML"), ("lr: fast\n", "must be float")],
+    [
+        (None, "cannot read config file"),
+        ("epochs: [1\n", "not valid YAML"),
+        ("lr: fast\n", "must be float"),
+        ("data: caf\xe9\n".encode("latin-1"), "is not UTF-8 text; save it as UTF-8"),
+    ],
 )
 def test_bad_config_files_exit_2(tmp_path, capsys, text, message):
     path = tmp_path / "config.yaml"
-    if text is not None:
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    elif text is not None:
         path.write_text(text)
     code, err = run_main(["train", "--config", str(path)], capsys)
     assert code == 2
@@ -124,7 +170,8 @@ def test_a_saved_config_replays_the_run_but_never_replaces_it(tmp_path, capsys):
     before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
     code, err = run_main(["train", "--config", str(run / "config.yaml")], capsys)
     assert code == 5 and "holds a finished run" in err
-    (tmp_path / "old.yaml").write_text(yaml.safe_dump(saved | {"overwrite": True}))  # as older versions saved it
+    older = saved | {"overwrite": True, "output_dir": str(run)}  # as older versions saved it
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(older))
     code, err = run_main(["train", "--config", str(tmp_path / "old.yaml")], capsys)
     assert code == 5 and "ignoring overwrite" in err and "holds a finished run" in err
     assert {path: path.read_bytes() for path in run.rglob("*") if path.is_file()} == before
@@ -135,6 +182,8 @@ def test_writes_replace_planted_symlinks_instead_of_following_them(tmp_path):
     run.mkdir()
     outside.mkdir()
     (outside / "precious.txt").write_text("keep me")
+    for marker in ("classes.txt", "answers.json"):  # the folder of a run that stopped before its first epoch
+        (run / marker).write_text("")
     (run / "config.yaml").symlink_to(outside / "precious.txt")
     (run / "metrics.csv.tmp").symlink_to(outside / "planted.csv")
     (run / "model.pt").symlink_to(outside / "dangling.pt")  # dangling: looks like no finished run
@@ -194,7 +243,7 @@ def test_an_operation_without_a_deterministic_kernel_is_named_in_one_line(tmp_pa
     ],
 )
 def test_data_and_model_that_do_not_fit_stop_before_the_first_step(tmp_path, capsys, monkeypatch, model, message):
-    """T47: one image through the model before training, one line naming what differs (and the flag to change)."""
+    """One image through the model before training, one line naming what differs (and the flag to change)."""
     build = train_module.build_model
     odd = {
         "one_channel": lambda: nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten()),  # made for grey images

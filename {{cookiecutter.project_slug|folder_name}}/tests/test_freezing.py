@@ -1,3 +1,4 @@
+{% if cookiecutter.use_freezing %}
 from dataclasses import replace
 
 import pytest
@@ -45,7 +46,17 @@ def test_a_pattern_matching_nothing_lists_the_top_level_modules():
         freeze(SmallCNN(10), ["backbone"])
 
 
+def test_freezing_every_parameter_is_refused_before_anything_changes():
+    model = SmallCNN(10)
+    for patterns in (["*"], ["features", "fc"]):
+        with pytest.raises(UserError) as raised:
+            freeze(model, patterns)
+        assert str(raised.value) == f"--freeze {' '.join(patterns)} would freeze every parameter: nothing would train"
+    assert all(parameter.requires_grad for parameter in model.parameters())
+
+
 def test_freeze_in_a_training_run(tiny_config, capsys):
     train(replace(tiny_config, model="small_cnn", freeze=["features"]))
     head = SmallCNN(10).fc
     assert f"trainable: {head.weight.numel() + head.bias.numel():,}" in capsys.readouterr().out
+{% endif %}

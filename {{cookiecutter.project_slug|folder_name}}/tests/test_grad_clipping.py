@@ -1,3 +1,4 @@
+{% if cookiecutter.use_grad_clipping %}
 from dataclasses import replace
 
 import pytest
@@ -21,13 +22,15 @@ PRECISIONS = [
 ]
 
 
-def total_norm(parameters) -> float:
-    return torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in parameters if p.grad is not None])).item()
+def total_norm(parameters, norm_type: float = 2.0) -> float:
+    norms = [p.grad.norm(norm_type) for p in parameters if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack(norms), norm_type).item()
 
 
-def clipped_epoch(tiny_config, precision: str, scaled: bool) -> tuple[list[float], dict]:
-    """Three steps clipped at 0.05: the norm of the gradients each optimizer step received, and the epoch's stats."""
-    cfg = resolve(replace(tiny_config, clip_grad_norm=0.05, lr=0.5, max_steps_per_epoch=3))
+def clipped_epoch(tiny_config, precision: str, scaled: bool, **changes) -> tuple[list[float], dict]:
+    """Three steps clipped at 0.05 (unless `changes` say otherwise): the norm of the gradients each optimizer step
+    received, and the epoch's stats."""
+    cfg = resolve(replace(tiny_config, **{"clip_grad_norm": 0.05, "lr": 0.5, "max_steps_per_epoch": 3, **changes}))
 {% if cookiecutter.use_amp %}
     cfg = replace(cfg, precision=precision)
 {% endif %}
@@ -35,13 +38,14 @@ def clipped_epoch(tiny_config, precision: str, scaled: bool) -> tuple[list[float
     model = SmallCNN(10)
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9)
     norms = []
-    optimizer.register_step_pre_hook(lambda opt, args, kwargs: norms.append(total_norm(model.parameters())))
+    norm_type = cfg.clip_grad_norm_type
+    optimizer.register_step_pre_hook(lambda opt, args, kwargs: norms.append(total_norm(model.parameters(), norm_type)))
 {% if cookiecutter.use_amp %}
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12, enabled=scaled)
-    stats = train_one_epoch(model, build_data(cfg, CPU).train, nn.CrossEntropyLoss(), optimizer, CPU, cfg, scaler)
+    step = {"scaler": torch.amp.GradScaler("cpu", init_scale=2.0**12, enabled=scaled)}
 {% else %}
-    stats = train_one_epoch(model, build_data(cfg, CPU).train, nn.CrossEntropyLoss(), optimizer, CPU, cfg)
+    step = {}
 {% endif %}
+    stats = train_one_epoch(model, build_data(cfg, CPU).train, nn.CrossEntropyLoss(), optimizer, CPU, cfg, **step)
     return norms, stats
 
 
@@ -56,7 +60,23 @@ def test_gradients_reaching_the_optimizer_are_clipped(tiny_config, precision, sc
     assert stats["grad_norm"] == pytest.approx(reference["grad_norm"], rel=0.05)
 
 
+def test_the_logged_norm_is_the_mean_over_optimizer_steps_not_batches(tiny_config):
+    # 4 batches in groups of 2: two optimizer steps, each on its group's gradient; a limit that never clips
+    changes = {"clip_grad_norm": 1e6, "accumulate_steps": 2, "max_steps_per_epoch": 4}
+    norms, stats = clipped_epoch(tiny_config, "fp32", False, **changes)
+    assert len(norms) == 2
+    assert stats["grad_norm"] == pytest.approx(sum(norms) / 2, rel=1e-5)
+
+
+def test_one_step_logs_its_own_norm_of_the_type_asked_for(tiny_config):
+    changes = {"clip_grad_norm": 1e6, "clip_grad_norm_type": 1.0, "max_steps_per_epoch": 1}  # L1, never clipping
+    norms, stats = clipped_epoch(tiny_config, "fp32", False, **changes)
+    assert len(norms) == 1 and stats["grad_norm"] == pytest.approx(norms[0], rel=1e-5)
+    assert norms[0] > 2 * clipped_epoch(tiny_config, "fp32", False, **changes | {"clip_grad_norm_type": 2.0})[0][0]
+
+
 def test_clip_norm_is_logged_per_epoch_and_zero_turns_it_off(tiny_config, tmp_path):
     assert "grad_norm" in train(replace(tiny_config, clip_grad_norm=1.0))["metrics"][0]
     off = replace(tiny_config, clip_grad_norm=0.0, output_dir=str(tmp_path / "off"))
     assert "grad_norm" not in train(off)["metrics"][0]
+{% endif %}

@@ -1,8 +1,11 @@
+{% if cookiecutter.use_label_smoothing %}
 from dataclasses import replace
 
 import pytest
 import torch
 
+from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.train import train
 
 
@@ -29,3 +32,12 @@ def test_the_logged_training_loss_is_the_closed_form_on_the_batch_trained_on(tin
     (_, targets), logits = watch.batches[0], watch.logits[0]
     assert logged == pytest.approx(reference_loss(logits, targets, 0.2).item(), rel=1e-5)
     assert logged != pytest.approx(reference_loss(logits, targets, 0.0).item(), rel=1e-3)  # smoothing shows
+
+
+def test_the_smoothing_is_in_zero_included_to_one_excluded():
+    assert [TrainConfig(label_smoothing=eps).label_smoothing for eps in (0.0, 0.999)] == [0.0, 0.999]
+    for bad in (-0.1, 1.0, 1.5):  # 1 would put no weight at all on the true class
+        with pytest.raises(UserError) as raised:
+            TrainConfig(label_smoothing=bad)
+        assert str(raised.value) == f"--label-smoothing must be in [0, 1), got {bad}"
+{% endif %}

@@ -1,3 +1,4 @@
+{% if cookiecutter.use_layerwise_lr %}
 from dataclasses import replace
 
 import pytest
@@ -53,6 +54,78 @@ def test_each_group_lr_is_logged_per_epoch(tiny_config):
 def test_bad_multipliers_are_refused():
     with pytest.raises(UserError, match="matches no parameter"):
         parameter_groups(SmallCNN(10), 0.1, 0.1, {"head": 10.0})
-    for item in ("fc", "fc=ten", "fc=-1", "=2"):
+    for item in ("fc", "fc=ten", "fc=-1", "=2", "fc=nan", "fc=inf"):
         with pytest.raises(UserError, match="must be PATTERN=MULT"):
             TrainConfig(lr_mult=[item])
+
+
+def test_multipliers_parse_to_a_dict_and_the_boundaries_hold():
+    from {{ cookiecutter.package_name }}.config import parse_lr_mults
+
+    assert parse_lr_mults(None) == {} and parse_lr_mults([]) == {}
+    assert parse_lr_mults(["fc=10", "features.4=0.5", "layer*=1"]) == {"fc": 10.0, "features.4": 0.5, "layer*": 1.0}
+    assert TrainConfig(lr_mult=["fc=1e-3"]).lr_mult == ["fc=1e-3"]
+    for item in ("fc=0", "fc=-0.5", "a=b=2", "fc=", "fc=inf=2"):
+        with pytest.raises(UserError) as raised:
+            parse_lr_mults(["layer4=2", item])
+        assert str(raised.value) == f"--lr-mult {item!r} must be PATTERN=MULT with a positive number, e.g. fc=10"
+
+
+def test_a_config_file_may_give_one_multiplier_as_a_bare_string(tmp_path):
+    from {{ cookiecutter.package_name }}.config import load_config_file
+
+    path = tmp_path / "config.yaml"
+    path.write_text("lr_mult: fc=10\n")
+    assert load_config_file(str(path)) == {"lr_mult": ["fc=10"]}
+    path.write_text("lr_mult: [fc=10, features.0=2]\n")
+    assert load_config_file(str(path)) == {"lr_mult": ["fc=10", "features.0=2"]}
+    for text, shown in (("lr_mult: [1, 2]", "[1, 2]"), ("lr_mult: 3", "3"), ("lr_mult: {fc: 10}", "{'fc': 10}")):
+        path.write_text(text + "\n")
+        with pytest.raises(UserError) as raised:
+            load_config_file(str(path))
+        assert str(raised.value) == f"config key 'lr_mult' must be a list of str, got {shown}; fix the config file"
+
+
+def test_the_logged_base_lr_is_the_unmultiplied_one_whichever_group_comes_first():
+    import torch
+
+    from {{ cookiecutter.package_name }}.optim import learning_rates
+
+    model = SmallCNN(10)
+    first = next(name for name, _ in model.named_parameters())
+    groups = parameter_groups(model, 0.0, 0.2, {first: 4.0, "fc": 10.0})
+    assert groups[0]["lr_pattern"] == first and groups[0]["lr"] == pytest.approx(0.8)
+    rates = learning_rates(torch.optim.SGD(groups, lr=0.2))
+    assert rates == pytest.approx({"lr": 0.2, f"lr[{first}]": 0.8, "lr[fc]": 2.0})
+    single = parameter_groups(model, 0.0, 0.3, {})  # no decay, no multiplier: one group
+    assert len(single) == 1 and learning_rates(torch.optim.SGD(single, lr=0.3)) == pytest.approx({"lr": 0.3})
+
+
+def test_a_pattern_matching_no_parameter_is_refused_naming_the_flag_and_the_modules():
+    model = SmallCNN(10)
+    top = ", ".join(name for name, _ in model.named_children())
+    with pytest.raises(UserError) as raised:
+        parameter_groups(model, 0.1, 0.1, {"fc": 2.0, "head": 10.0})
+    assert str(raised.value) == f"--lr-mult 'head' matches no parameter; the model's top-level modules are: {top}"
+
+
+def test_a_pattern_given_twice_is_refused_not_overwritten():
+    from {{ cookiecutter.package_name }}.config import parse_lr_mults
+
+    with pytest.raises(UserError) as raised:
+        parse_lr_mults(["fc=10", "layer4=2", "fc=5"])
+    assert str(raised.value) == "--lr-mult gives 'fc' two rates; give it one"
+
+
+def test_a_pattern_whose_parameters_all_go_elsewhere_is_refused():
+    model = SmallCNN(10)
+    with pytest.raises(UserError) as raised:  # fc takes fc.weight first: 5 would never apply
+        parameter_groups(model, weight_decay=0.1, lr=0.2, lr_mults={"fc": 10.0, "fc.weight": 5.0})
+    why = "is {{ 'frozen or ' if cookiecutter.use_freezing else '' }}taken by an earlier pattern"
+    assert str(raised.value) == f"--lr-mult 'fc.weight' sets no rate: each parameter it matches {why}; drop it"
+{% if cookiecutter.use_freezing %}
+    model.fc.requires_grad_(False)  # as --freeze fc leaves it
+    with pytest.raises(UserError, match="^--lr-mult 'fc' sets no rate: each parameter it matches is frozen"):
+        parameter_groups(model, weight_decay=0.1, lr=0.2, lr_mults={"fc": 10.0})
+{% endif %}
+{% endif %}

@@ -1,8 +1,10 @@
+{% if cookiecutter.use_mixup %}
 import itertools
 from dataclasses import replace
 
 import pytest
 import torch
+from conftest import NEUTRAL, PLAIN_STEP
 from torch import nn
 from torchvision.transforms import v2
 
@@ -10,6 +12,7 @@ from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import build_data
 from {{ cookiecutter.package_name }}.engine import train_one_epoch
+from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.mixup import build_mix
 from {{ cookiecutter.package_name }}.train import resolve, train
 
@@ -67,7 +70,7 @@ def test_label_smoothing_is_applied_exactly_once_on_mixed_targets():
 def test_the_model_trains_on_the_mixed_batches_against_their_soft_labels(tiny_config, watch, monkeypatch):
     lam = 0.7
     monkeypatch.setattr(train_module, "build_mix", lambda cfg, num_classes: fixed_mixup(lam, num_classes))
-    cfg = replace(tiny_config, mixup_alpha=0.2, max_steps_per_epoch=2{{ ', label_smoothing=0.0' if cookiecutter.use_label_smoothing else '' }}{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
+    cfg = replace(tiny_config, **(NEUTRAL | {"mixup_alpha": 0.2}))
     rows = train(cfg)["metrics"]
     assert len(watch.inputs) == len(watch.batches) == 2
     for (images, _), received in zip(watch.batches, watch.inputs, strict=True):
@@ -91,18 +94,14 @@ def test_train_acc_counts_the_label_with_the_larger_share_of_each_mixed_image(ti
         model[1].bias.copy_(torch.arange(10, 0, -1.0))  # always predicts class 0
     batches = [(torch.rand(4, 3, 8, 8), torch.tensor([1, 1, 2, 3]))]  # the larger shares: 0, 0, 1, 2
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    cfg = replace(tiny_config, max_steps_per_epoch=None{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
-{% if cookiecutter.use_amp %}
-    scaler = torch.amp.GradScaler("cpu", enabled=False)
-    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, torch.device("cpu"), cfg, scaler, shifted)
-{% else %}
-    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, torch.device("cpu"), cfg, shifted)
-{% endif %}
+    cfg = replace(tiny_config, max_steps_per_epoch=None, **NEUTRAL)
+    cpu = torch.device("cpu")
+    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, cpu, cfg, **PLAIN_STEP, mix=shifted)
     assert stats["train_acc"] == 0.5  # against the original labels it would be 0
 
 
 def test_mixup_training_validates_on_hard_labels(tiny_config):
-    cfg = replace(tiny_config, mixup_alpha=0.4, cutmix_alpha=1.0, batch_size=7{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
+    cfg = replace(tiny_config, batch_size=7, **(NEUTRAL | {"mixup_alpha": 0.4, "cutmix_alpha": 1.0}))
     result = train(cfg)
     model, row = result["model"].eval(), result["metrics"][0]
     val, loss_sum, correct, seen = build_data(resolve(cfg), torch.device("cpu")).val, 0.0, 0, 0
@@ -113,3 +112,12 @@ def test_mixup_training_validates_on_hard_labels(tiny_config):
             correct, seen = correct + (logits.argmax(1) == targets).sum().item(), seen + len(targets)
     assert row["val_loss"] == pytest.approx(loss_sum / seen, rel=1e-5) and row["val_acc"] == correct / seen
     assert row["train_loss"] > 0  # the training loss, on mixed soft targets, is another figure
+
+
+def test_the_cutmix_chance_is_a_probability_edges_included():
+    assert [TrainConfig(cutmix_prob=p).cutmix_prob for p in (0.0, 1.0)] == [0.0, 1.0]
+    for bad in (-0.1, 1.5):
+        with pytest.raises(UserError) as raised:
+            TrainConfig(cutmix_prob=bad)
+        assert str(raised.value) == f"--cutmix-prob must be between 0 and 1, got {bad}"
+{% endif %}

@@ -2,6 +2,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from conftest import NEUTRAL, PLAIN_STEP
 from torch import nn
 
 from {{ cookiecutter.package_name }} import train as train_module
@@ -17,12 +18,14 @@ def no_batchnorm_model(name, classes, *rest):
 
 @pytest.fixture
 def exact_setup(monkeypatch, tiny_config):
-    """No random augmentation, mixing, low precision or BatchNorm: splitting a batch changes no sums."""
+    """No random augmentation, optional trick (bf16 rounds differently for different batch sizes) or BatchNorm:
+    splitting a batch changes no sums.{{ ' Clipping stays on: a group is clipped once, on its mean gradient.' if cookiecutter.use_grad_clipping else '' }}"""
     monkeypatch.setattr(train_module, "build_model", no_batchnorm_model)
-{% if cookiecutter.use_amp %}
-    # fp32: bf16 rounds differently for different batch sizes
+{% if cookiecutter.use_grad_clipping %}
+    return replace(tiny_config, augment="none", hflip=False, **(NEUTRAL | {"clip_grad_norm": 0.5}))
+{% else %}
+    return replace(tiny_config, augment="none", hflip=False, **NEUTRAL)
 {% endif %}
-    return replace(tiny_config, augment="none", hflip=False{{ ', mixup_alpha=0.0, cutmix_alpha=0.0' if cookiecutter.use_mixup else '' }}{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
 
 
 def test_accumulating_k_batches_of_b_equals_one_batch_of_kb(exact_setup, tmp_path):
@@ -42,12 +45,8 @@ def test_an_incomplete_last_group_steps_on_its_own_mean_gradient(tiny_config):
     initial = {key: value.clone() for key, value in accumulated.state_dict().items()}
     criterion, device = nn.CrossEntropyLoss(), torch.device("cpu")
     optimizer = torch.optim.SGD(accumulated.parameters(), lr=0.5)
-    cfg = replace(tiny_config, accumulate_steps=2, max_steps_per_epoch=None{{ ', clip_grad_norm=0.0' if cookiecutter.use_grad_clipping else '' }}{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
-{% if cookiecutter.use_amp %}
-    train_one_epoch(accumulated, batches, criterion, optimizer, device, cfg, torch.amp.GradScaler("cpu", enabled=False))
-{% else %}
-    train_one_epoch(accumulated, batches, criterion, optimizer, device, cfg)
-{% endif %}
+    cfg = replace(tiny_config, accumulate_steps=2, max_steps_per_epoch=None, **NEUTRAL)
+    train_one_epoch(accumulated, batches, criterion, optimizer, device, cfg, **PLAIN_STEP)
 
     def distance_to_steps_by_hand(last_batch_weight: float) -> float:
         model = no_batchnorm_model("", 10)
@@ -86,9 +85,7 @@ def test_patience_stops_when_validation_accuracy_stalls(tiny_config, capsys, mon
         return evaluate(*args, **kwargs) | {"val_acc": next(accuracies)}
 
     monkeypatch.setattr(train_module, "evaluate", scripted)
-{% if cookiecutter.use_ema %}
-    tiny_config = replace(tiny_config, ema_decay=0.0)  # one evaluation per epoch
-{% endif %}
+    tiny_config = replace(tiny_config, **NEUTRAL)  # one evaluation per epoch (no EMA's)
     result = train(replace(tiny_config, epochs=6, patience=2))
     assert [row["epoch"] for row in result["metrics"]] == [1, 2, 3, 4]
     assert "early stop: val_acc has not improved for 2 epochs since epoch 2" in capsys.readouterr().out

@@ -1,3 +1,4 @@
+{% if cookiecutter.use_sync_bn %}
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -24,10 +25,26 @@ def test_conversion_keeps_weights_and_buffers_under_a_process_group(tmp_path, mo
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
 
 
-def test_cpu_keeps_batchnorm_and_says_so_once(capsys):
+def test_cpu_keeps_batchnorm_quietly_in_one_process_and_says_so_in_a_job_of_several(tmp_path, monkeypatch, capsys):
     model = convert_sync_bn(SmallCNN(10), torch.device("cpu"))
     assert nn.SyncBatchNorm not in {type(m) for m in model.modules()}
-    assert capsys.readouterr().err.count("keeping BatchNorm") == 1
+    assert capsys.readouterr().err == ""  # BatchNorm over the whole batch already: the same statistics
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        monkeypatch.setattr(dist, "get_world_size", lambda: 2)  # stands in for a second CPU process
+        model = convert_sync_bn(SmallCNN(10), torch.device("cpu"))
+    finally:
+        dist.destroy_process_group()
+    assert nn.SyncBatchNorm not in {type(m) for m in model.modules()}
+    notice = "SyncBatchNorm needs CUDA: each CPU process keeps BatchNorm over its own share."
+    assert capsys.readouterr().err.splitlines() == [notice]  # from rank 0 only:
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store2'}", rank=0, world_size=1)
+    try:
+        monkeypatch.setattr(dist, "get_rank", lambda: 1)
+        convert_sync_bn(SmallCNN(10), torch.device("cpu"))
+    finally:
+        dist.destroy_process_group()
+    assert capsys.readouterr().err == ""
 
 
 def test_switched_off_at_run_time_says_nothing(capsys):
@@ -43,3 +60,4 @@ def test_the_decision_converts_in_a_cuda_process_group_of_any_size_only(tmp_path
         assert is_distributed_cuda(cuda) and not is_distributed_cuda(torch.device("cpu"))
     finally:
         dist.destroy_process_group()
+{% endif %}

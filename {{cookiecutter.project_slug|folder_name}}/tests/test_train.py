@@ -5,6 +5,7 @@ from dataclasses import replace
 import pytest
 import torch
 import yaml
+from conftest import PLAIN_STEP
 from torch import nn
 
 from {{ cookiecutter.package_name }} import engine
@@ -32,7 +33,7 @@ def test_a_run_writes_resolved_config_metrics_and_weights(tiny_config, tmp_path)
     assert {"epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "seconds"} <= set(rows[0])
     assert [r["epoch"] for r in rows] == ["1", "2"]
     assert all(torch.isfinite(torch.tensor(float(r["train_loss"]))) for r in rows)
-    assert (run / "classes.txt").read_text().split() == SyntheticImages.classes
+    assert (run / "classes.txt").read_text().splitlines() == SyntheticImages.classes
     state = torch.load(run / "model.pt", weights_only=True)
     assert set(state) == set(build_model(tiny_config.model, 10).state_dict())
     answers = json.loads((run / "answers.json").read_text())["cookiecutter"]  # what generated this repo
@@ -92,12 +93,15 @@ def test_report_from_a_confusion_matrix():
 def test_without_a_terminal_a_long_epoch_prints_progress_lines(tiny_config, capsys, monkeypatch):
     monkeypatch.setattr(engine, "PROGRESS_SECONDS", 0)  # as if each step took longer than the interval
     train(replace(tiny_config, max_steps_per_epoch=3))
-    lines = [line.strip() for line in capsys.readouterr().err.splitlines() if line.startswith("  train ")]
+    err = capsys.readouterr().err
+    lines = [line.strip() for line in err.splitlines() if line.startswith("  train ")]
     assert [line.split(",")[0] for line in lines] == ["train 1/3 steps (33 %)", "train 2/3 steps (67 %)"]
+    assert all(line.endswith(" s to go") for line in lines)  # with the time left
+    assert "  val 2/3 steps (67 %)" in err  # a long validation is not silent either
 
 
 def test_l1_adds_the_hand_computed_penalty_of_trainable_weights_only():
-    """T35: kernels and matrices that train; not biases, not normalisation parameters, not fixed weights."""
+    """Kernels and matrices that train; not biases, not normalisation parameters, not fixed weights."""
     model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(8, 4))
     model[0].weight.requires_grad_(False)  # not trained: not penalised
     criterion = L1Penalty(nn.CrossEntropyLoss(), model, 0.01)
@@ -114,3 +118,199 @@ def test_a_strong_l1_shrinks_the_weights_and_is_logged(tiny_config, tmp_path):
     shrunk = train(replace(tiny_config, max_steps_per_epoch=4, l1=0.05))
     assert weight_sum(shrunk) < weight_sum(plain)
     assert "l1_penalty" not in plain["metrics"][0] and shrunk["metrics"][0]["l1_penalty"] > 0
+
+
+def test_progress_shows_as_a_bar_in_a_terminal_and_as_lines_elsewhere(capsys, monkeypatch):
+    from tqdm import tqdm
+
+    loader = [torch.tensor([i]) for i in range(5)]
+    monkeypatch.setattr(engine.sys.stderr, "isatty", lambda: True)
+    bar = engine._batches(loader, 3, "epoch 1 train")
+    assert isinstance(bar, tqdm) and bar.total == 3 and bar.desc.startswith("epoch 1 train") and bar.leave is False
+    assert [int(batch) for batch in bar] == [0, 1, 2]
+    assert engine._batches(loader, None, "val").total == 5 and engine._batches(loader, 9, "val").total == 5
+    monkeypatch.setattr(engine.sys.stderr, "isatty", lambda: False)
+    lines = engine._batches(loader, 4, "val")
+    assert isinstance(lines, engine.ProgressLines) and len(lines) == 4 and [int(b) for b in lines] == [0, 1, 2, 3]
+{% if cookiecutter.use_distributed %}
+    monkeypatch.setattr(engine, "is_main", lambda: False)  # another process than rank 0: no progress shown
+    monkeypatch.setattr(engine.sys.stderr, "isatty", lambda: True)  # not even in a terminal
+    quiet = engine._batches(loader, 2, "val")
+    assert isinstance(quiet, tqdm) and quiet.disable is True and quiet.total == 2 and [int(b) for b in quiet] == [0, 1]
+{% endif %}
+
+
+def test_synthetic_splits_have_their_sizes_and_seeds():
+    from {{ cookiecutter.package_name }} import data
+
+    train_set, val_set = (data._open_fixed("synthetic", "unused", split, seed=5) for split in ("train", "val"))
+    assert (len(train_set), len(val_set)) == (data.SYNTHETIC_TRAIN, data.SYNTHETIC_VAL) == (2048, 512)
+    assert torch.equal(train_set.images, SyntheticImages(2048, seed=5).images)
+    assert torch.equal(val_set.images, SyntheticImages(512, seed=6).images)  # its own stream, the seed's next
+
+
+def test_a_downloadable_dataset_goes_into_data_root(monkeypatch):
+    from {{ cookiecutter.package_name }} import data
+
+    calls = []
+    monkeypatch.setitem(data.DOWNLOADABLE, "mnist", lambda *args, **kwargs: calls.append((args, kwargs)) or "opened")
+    assert data._open_fixed("mnist", "/somewhere/data", "train", 0) == "opened"
+    assert data._open_fixed("mnist", "/somewhere/data", "val", 0) == "opened"
+    assert calls == [(("/somewhere/data",), {"train": True, "download": True})] + [
+        (("/somewhere/data",), {"train": False, "download": True})
+    ]
+
+
+def test_loaders_follow_the_config_transforms_weights_and_memory_pinning():
+    from torchvision.transforms import v2
+
+    from {{ cookiecutter.package_name }}.data import build_data, inverse_frequency
+    from {{ cookiecutter.package_name }}.runtime import seed_worker
+
+    base = TrainConfig(data="synthetic", image_size=32, batch_size=4, num_workers=0, mean=[0.5] * 3, std=[0.25] * 3)
+    on = build_data(replace(base, hflip=True, random_erasing=0.5, class_weights="auto"), torch.device("cpu"))
+    kinds = [type(step) for step in on.train.dataset.transform.transforms]
+    assert v2.RandomHorizontalFlip in kinds
+    assert torch.equal(on.class_weights, inverse_frequency(on.train.dataset.targets, 10))
+    assert not on.train.pin_memory and not on.val.pin_memory
+    erasing = [step for step in on.train.dataset.transform.transforms if isinstance(step, v2.RandomErasing)]
+    assert len(erasing) == 1 and erasing[0].p == 0.5
+    assert v2.RandomHorizontalFlip not in [type(step) for step in on.val.dataset.transform.transforms]
+    off = build_data(replace(base, hflip=False, class_weights="none"), torch.device("cuda"))  # built, never iterated
+    kinds = [type(step) for step in off.train.dataset.transform.transforms]
+    assert v2.RandomHorizontalFlip not in kinds and v2.RandomErasing not in kinds
+    assert off.class_weights is None and off.train.pin_memory and off.val.pin_memory
+    # workers seed numpy and random from torch's per-worker seed (their tests start real workers: slow)
+    assert on.train.worker_init_fn is seed_worker and on.val.worker_init_fn is seed_worker
+
+
+def test_photos_are_validated_on_a_centre_crop_of_the_image_resized_to_8_7_of_it():
+    from torchvision.transforms import v2
+
+    from {{ cookiecutter.package_name }}.data import build_transform
+
+    sizes = {}
+    for source in ("some/folder", "synthetic"):
+        steps = build_transform(source, 224, None, None).transforms
+        resize = next(step for step in steps if isinstance(step, v2.Resize))
+        sizes[source] = resize.size
+    assert sizes == {"some/folder": [256], "synthetic": [224]}
+
+
+def test_the_balanced_sampler_draws_from_the_loaders_generator_only():
+    from {{ cookiecutter.package_name }}.data import BalancedSampler
+
+    targets = [0] * 6 + [1] * 2
+    draws = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        draws.append(list(BalancedSampler(targets, torch.Generator().manual_seed(7))))
+    assert draws[0] == draws[1] and len(draws[0]) == 8
+
+
+def test_the_data_summary_lists_the_classes_and_counts_the_rest(tmp_path, capsys):
+    from torch.utils.data import DataLoader
+
+    from {{ cookiecutter.package_name }}.data import Data, describe_data
+
+    class Labels(torch.utils.data.Dataset):
+        def __init__(self, targets, classes):
+            self.targets, self.classes = targets, classes
+
+    few = Labels([0, 0, 1], ["cat", "dog"])
+    describe_data(Data(DataLoader(few), DataLoader(Labels([0, 1], ["cat", "dog"])), ["cat", "dog"]), tmp_path)
+    assert capsys.readouterr().out == "2 classes (train/val images): cat 2/1, dog 1/1\n"
+    names = [f"c{i:02}" for i in range(23)]
+    many = Labels(list(range(23)), names)
+    describe_data(Data(DataLoader(many), DataLoader(many), names), tmp_path)
+    out = capsys.readouterr().out
+    assert out.startswith("23 classes (train/val images): c00 1/1, ") and out.endswith("c19 1/1 and 3 more\n")
+
+
+def test_data_that_leaves_a_split_empty_is_refused_naming_it(tmp_path):
+    from {{ cookiecutter.package_name }}.data import open_datasets
+    from {{ cookiecutter.package_name }}.errors import DataError
+
+    for name in ("a.png", "b.png"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "labels.csv").write_text("path,label,split\na.png,cat,train\nb.png,dog,train\n")
+    cfg = TrainConfig(data=str(tmp_path / "labels.csv"))
+    with pytest.raises(DataError) as raised:
+        open_datasets(cfg, ("train", "val"), training=True)
+    assert str(raised.value) == f"--data {cfg.data} leaves no val images; give each class two images or more"
+
+
+def test_normalisation_is_the_given_one_that_of_pretrained_weights_or_the_datas_own(tmp_path):
+    from {{ cookiecutter.package_name }}.data import compute_mean_std
+    from {{ cookiecutter.package_name }}.models import IMAGENET_MEAN, IMAGENET_STD
+    from {{ cookiecutter.package_name }}.train import resolve
+
+    run = str(tmp_path / "run")
+    given = resolve(
+        TrainConfig(model="resnet18", mean=[0.1, 0.2, 0.3], std=[1.0, 2.0, 3.0], pretrained=True, output_dir=run)
+    )
+    assert (given.mean, given.std) == ([0.1, 0.2, 0.3], [1.0, 2.0, 3.0])
+    pretrained = resolve(TrainConfig(model="resnet18", pretrained=True, output_dir=run))
+    assert (pretrained.mean, pretrained.std) == (IMAGENET_MEAN, IMAGENET_STD)
+    images = [(torch.rand(3, 2, 2, generator=torch.Generator().manual_seed(i)), 0) for i in range(10)]
+    assert compute_mean_std(images, samples=3) == compute_mean_std(images, samples=3, seed=0)
+    assert compute_mean_std(images, samples=3) != compute_mean_std(images, samples=3, seed=1)
+
+
+def test_without_a_terminal_each_progress_line_estimates_the_time_left(capsys, monkeypatch):
+    clock = iter([1000.0, 1030.0, 1060.0, 1075.0, 1105.0, 1200.0])  # the start, then the end of each step
+    monkeypatch.setattr(engine.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(engine, "PROGRESS_SECONDS", 30)
+    assert list(engine.ProgressLines(iter("abcde"), 5, "epoch 2 train")) == list("abcde")
+    assert capsys.readouterr().err.splitlines() == [  # every 30 s or more, never after the last step
+        "  epoch 2 train 1/5 steps (20 %), 30 s, about 120 s to go",
+        "  epoch 2 train 2/5 steps (40 %), 60 s, about 90 s to go",
+        "  epoch 2 train 4/5 steps (80 %), 105 s, about 26 s to go",
+    ]
+
+
+def test_each_progress_line_is_flushed_at_once_to_a_log_file(monkeypatch):
+    """stderr redirected to a file is block-buffered: a line not flushed shows in the log minutes late."""
+
+    class Log(list):
+        def write(self, text):
+            self.append(("write", text))
+
+        def flush(self):
+            self.append(("flush", None))
+
+    log = Log()
+    monkeypatch.setattr(engine.sys, "stderr", log)
+    monkeypatch.setattr(engine.time, "monotonic", iter([0.0, 40.0, 80.0]).__next__)
+    monkeypatch.setattr(engine, "PROGRESS_SECONDS", 30)
+    list(engine.ProgressLines(iter("ab"), 3, "train"))
+    assert [kind for kind, _ in log] == ["write", "write", "flush", "write", "write", "flush"]  # text, newline, flush
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_the_loops_figures_are_exact_sums_kept_on_the_device_it_is_given(tiny_config, channels_last):
+    """With lr 0 the model is fixed, so the epoch's loss and accuracy are exact. The sums must live on the device
+    given: on a GPU, sums left on the default device cost a host sync per step; here the default device is one no
+    tensor can be read from, so a sum created without device= fails the epoch."""
+    torch.manual_seed(0)
+    batches = [(torch.randn(4, 3, 8, 8), torch.randint(0, 3, (4,))) for _ in range(3)]
+    model = nn.Sequential(nn.Flatten(), nn.Linear(192, 3))
+    with torch.no_grad():
+        loss = sum(nn.functional.cross_entropy(model(x), y, reduction="sum") for x, y in batches).item() / 12
+        accuracy = sum((model(x).argmax(1) == y).sum() for x, y in batches).item() / 12
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    cfg = replace(tiny_config, max_steps_per_epoch=None, accumulate_steps=2, channels_last=channels_last)
+{% if cookiecutter.use_grad_clipping or cookiecutter.use_amp %}
+    cfg = replace(cfg{{ ', clip_grad_norm=1.0' if cookiecutter.use_grad_clipping else '' }}{{ ', precision="fp32"' if cookiecutter.use_amp else '' }})
+{% endif %}
+    cpu = torch.device("cpu")
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    layouts = []
+    model.register_forward_pre_hook(lambda _, inputs: layouts.append(inputs[0].is_contiguous(memory_format=layout)))
+    with torch.device("meta"):
+        stats = engine.train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, cpu, cfg, **PLAIN_STEP)
+        figures = engine.evaluate(model, batches, cpu, 3)
+    assert stats["train_loss"] == pytest.approx(loss, rel=1e-6) and stats["train_acc"] == accuracy
+    assert figures["val_loss"] == pytest.approx(loss, rel=1e-6) and figures["val_acc"] == accuracy
+    assert figures["confusion"].device == cpu and figures["confusion"].sum() == 12
+    assert layouts[:3] == [True] * 3  # the training batches in the layout --channels-last asks for

@@ -1,4 +1,5 @@
-"""Mixed precision (T38): autocast in bf16 or fp16 on the device in use; a GradScaler only for fp16 on CUDA."""
+{% if cookiecutter.use_amp %}
+"""Mixed precision: autocast in bf16 or fp16 on the device in use; a GradScaler only for fp16 on CUDA."""
 
 import contextlib
 import sys
@@ -47,3 +48,4 @@ def scaled_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) 
 def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
     """fp16 gradients underflow without loss scaling on CUDA; bf16 has float32's range and needs none."""
     return torch.amp.GradScaler(device.type, enabled=precision == "fp16" and device.type == "cuda")
+{% endif %}

@@ -1,11 +1,11 @@
-"""Checkpoints (T37): `last.pt` every epoch, `best.pt` by validation accuracy, and exact resume.
+{% if cookiecutter.use_checkpointing %}
+"""Checkpoints: `last.pt` every epoch, `best.pt` by validation accuracy, and exact resume.
 
 A checkpoint holds plain data only (tensors, numbers, strings, lists, dicts), so `torch.load(...,
 weights_only=True)` reads it and no code is ever unpickled. Files are written to a temporary name and
 renamed, so a crash mid-write leaves the previous checkpoint intact.
 """
 
-import pickle
 import random
 import shlex
 import signal
@@ -20,10 +20,12 @@ from .config import saved_fields
 {% if cookiecutter.use_distributed %}
 from .distributed import barrier, gather, is_main, rank
 {% endif %}
-from .errors import ModelError, OutputError
+from .errors import ModelError, OutputError, first_line, load_failure, state_dict_mismatch
 
 # the console script, as the stop message tells the user to run it
 SCRIPT = "{{ cookiecutter.project_slug }}"
+RESUME_FROM = "resume from the last.pt or best.pt of a run"
+FITTING = "resume with the flags the run was trained with, or start anew from its weights with --init-from"
 
 
 def rng_state(loader_generator: torch.Generator) -> dict:
@@ -51,38 +53,69 @@ def restore_rng(state: dict, loader_generator: torch.Generator) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-{% if cookiecutter.use_distributed %}
 def save_checkpoints(out: Path, stateful: dict, loader_generator, metrics: list[dict], cfg) -> None:
-    """Rank 0 writes last.pt (every rank's random state included) and copies it to best.pt on a new best.
-
-    Called on every rank; returns once the files are complete, so any rank may read them afterwards.
-    """
+{% if cookiecutter.use_distributed %}
+    """Rank 0 writes the checkpoints, every rank's random state included. Called on every rank; returns once the
+    files are complete, so any rank may read them afterwards."""
     rng = gather(rng_state(loader_generator))
     if is_main():
         _write(out, stateful, rng, metrics, cfg)
     barrier()
+{% else %}
+    """The checkpoints of the newest epoch, with the random streams that continue it exactly."""
+    _write(out, stateful, [rng_state(loader_generator)], metrics, cfg)
+{% endif %}
 
 
 def _write(out: Path, stateful: dict, rng: list[dict], metrics: list[dict], cfg) -> None:
-{% else %}
-def save_checkpoints(out: Path, stateful: dict, loader_generator, metrics: list[dict], cfg) -> None:
     """Write last.pt; copy it to best.pt when the newest epoch has the best validation accuracy so far."""
-    rng = [rng_state(loader_generator)]
-{% endif %}
-    state = {name: obj.state_dict() for name, obj in stateful.items()}
+    state = {name: _on_cpu(obj.state_dict()) for name, obj in stateful.items()}  # loads on any machine
     state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng, "config": saved_fields(cfg)}
     files.save(state, out / "last.pt")
     if metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):
         files.copy(out / "last.pt", out / "best.pt")
 
 
+def _on_cpu(state):
+    """A copy of a state_dict's tensors on the CPU, nested dicts and lists included."""
+    if isinstance(state, torch.Tensor):
+        return state.cpu()
+    if isinstance(state, dict):
+        return {key: _on_cpu(value) for key, value in state.items()}
+    if isinstance(state, list | tuple):
+        return type(state)(_on_cpu(value) for value in state)
+    return state
+
+
+class ClassNames:
+    """The class names, kept in every checkpoint: resumed onto data whose classes changed (a folder renamed, added
+    or removed), every class would go on training under another one's index."""
+
+    def __init__(self, names: list[str]):
+        self.names = list(names)
+
+    def state_dict(self) -> dict:
+        return {"names": self.names}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["names"] != self.names:
+            raise ModelError(
+                f"the checkpoint was trained on the classes {state['names']}, but the data has {self.names}; "
+                "restore the data's classes, or train into a new --output-dir"
+            )
+
+
 def load_checkpoint(path: Path) -> dict:
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise ModelError(f"checkpoint {path} does not exist; check --resume") from None
-    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as exc:
-        raise ModelError(f"checkpoint {path} cannot be read ({str(exc).splitlines()[0]})") from None
+    except Exception as exc:  # noqa: BLE001 (a cut-short or foreign file raises all kinds: OSError, KeyError, ...)
+        raise ModelError(f"checkpoint {path} cannot be read ({load_failure(exc)})") from None
+    if not isinstance(state, dict) or "epoch" not in state:
+        what = "weights without training state" if isinstance(state, dict) else f"a {type(state).__name__}"
+        raise ModelError(f"{path} is no checkpoint ({what}); {RESUME_FROM}")
+    return state
 
 
 def find_checkpoint(resume: str | None, out: Path, quiet: bool = False) -> tuple[Path, dict] | None:
@@ -91,14 +124,15 @@ def find_checkpoint(resume: str | None, out: Path, quiet: bool = False) -> tuple
     if resume != "auto":
         return (Path(resume), load_checkpoint(Path(resume))) if resume else None
     latest = None
-    for path in sorted(out.glob("*.pt")):  # best.pt before last.pt: last wins a tie
+    for path in (out / "best.pt", out / "last.pt"):  # last wins a tie
+        if not path.is_file():
+            continue
         try:
             state = load_checkpoint(path)
-        except ModelError as exc:
+        except ModelError as exc:  # a write cut short, say: the other one may still serve
             print(f"skipping {exc}")
             continue
-        epoch = state.get("epoch")  # plain weights files have none
-        if epoch is not None and (latest is None or epoch >= latest[1]["epoch"]):
+        if latest is None or state["epoch"] >= latest[1]["epoch"]:
             latest = path, state
     if latest is None and not quiet:
         print(f"no checkpoint in {out}: starting from scratch")
@@ -145,16 +179,25 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
     if found is None:
         return []
     path, state = found
-    saved = state.get("config", {})
-    mismatched = [key for key in ("model", "data", "batch_size") if saved.get(key) != getattr(cfg, key)]
-    missing = [name for name in stateful if name not in state]
-    if mismatched or missing:
-        raise ModelError(f"{path} was written by a different run (differs in: {', '.join(mismatched + missing)})")
+    # what a run of this train writes, of the kind it writes: a hand-made or foreign file is refused here, in one line
+    kinds = {"config": dict, "metrics": list, "rng": list, **dict.fromkeys(stateful, dict)}
+    unusable = [key for key, kind in kinds.items() if not isinstance(state.get(key), kind)]
+    if "metrics" not in unusable and state["epoch"] != len(state["metrics"]):  # one row per epoch done
+        unusable.append("metrics")
+    if unusable:
+        raise ModelError(f"{path} has no usable {', '.join(unusable)}; {RESUME_FROM}")
+    # what the restored model, optimizer and schedule were built with: a flag that changed it would be overruled
+    kept = ("model", "data", "batch_size", "optimizer", "lr", "momentum", "weight_decay")
+    mismatched = [key for key in kept if state["config"].get(key) != getattr(cfg, key)]
+    if mismatched:
+        where = "" if (path.parent / "config.yaml").is_file() else "; with no config.yaml beside it, give its flags"
+        raise ModelError(f"{path} was written by a different run (differs in: {', '.join(mismatched)}){where}")
     for name, obj in stateful.items():
         try:
             obj.load_state_dict(state[name])
-        except (RuntimeError, ValueError, KeyError) as exc:
-            raise ModelError(f"{path}: the saved {name} does not fit ({str(exc).splitlines()[0]})") from None
+        except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError) as exc:
+            why = state_dict_mismatch(exc) if name == "model" else first_line(exc)
+            raise ModelError(f"{path}: the saved {name} does not fit this run ({why}); {FITTING}") from None
     # The LR of the next epoch, from the schedule: `--epochs` may have changed since the checkpoint.
     scheduler, optimizer = stateful["scheduler"], stateful["optimizer"]
     for group, base_lr, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
@@ -163,10 +206,13 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
     index = rank() if rank() < len(state["rng"]) else 0
     if index != rank():
         print(f"{path} was written by {len(state['rng'])} processes: random streams continue from rank 0's")
-    restore_rng(state["rng"][index], loader_generator)
 {% else %}
-    restore_rng(state["rng"][0], loader_generator)
+    index = 0
 {% endif %}
+    try:
+        restore_rng(state["rng"][index], loader_generator)
+    except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError) as exc:
+        raise ModelError(f"{path}: its random streams cannot be restored ({first_line(exc)}); {RESUME_FROM}") from None
     print(f"resumed from {path} after epoch {state['epoch']}")
     return state["metrics"]
 
@@ -196,7 +242,8 @@ class GracefulStop:
             raise SystemExit(128 + number)
         self.signal = number
         name = signal.Signals(number).name
-        print(f"{name}: stopping at the next resumable point (send it again to stop now)", file=sys.stderr)
+        fresh_line = "\n" if sys.stderr.isatty() else ""  # not after the ^C a terminal echoes behind the progress bar
+        print(f"{fresh_line}{name}: stopping at the next resumable point (send it again to stop now)", file=sys.stderr)
 
     def epochs(self, epochs):
         """Yield epochs with the signal handlers installed; stop yielding once a stop was asked for."""
@@ -227,3 +274,4 @@ class GracefulStop:
             again = f"{SCRIPT} train --config {shlex.quote(str(out / 'config.yaml'))} --resume auto"
             print(f"stopped by {name}: {saved}; continue with: {again}", file=sys.stderr)
             raise SystemExit(128 + self.signal)
+{% endif %}

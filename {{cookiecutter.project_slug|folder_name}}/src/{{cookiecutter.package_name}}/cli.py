@@ -1,20 +1,18 @@
 """Command line: `python -m {{ cookiecutter.package_name }} train|evaluate|predict ...`."""
 
 import argparse
+import multiprocessing
 {% if cookiecutter.use_distributed %}
 import os
 {% endif %}
+import signal
 import sys
 
-from .config import GPU_IDS_HELP, add_config_arguments, make_config
-{% if cookiecutter.use_distributed %}
-from .distributed import launch, launched, workers_wanted
-{% endif %}
-from .errors import UserError
-from .inference import evaluate_run, extract_features, predict
-from .plots import plot_run
-from .runtime import explaining_nondeterministic_kernels, resolve_device, select_gpus
-from .train import train
+from .config import EXPORT_FORMATS, EXPORT_TOLERANCE, GPU_IDS_HELP, add_config_arguments, make_config
+from .errors import UserError, one_line
+
+# torch, torchvision and matplotlib take seconds to import: they are imported once a command runs (in `run`),
+# so that --help and a bad flag answer at once.
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     predict = commands.add_parser("predict", parents=[common], help="top classes and probabilities of images")
-    predict.add_argument("--weights", required=True, help="model.pt written by train")
+    model = predict.add_mutually_exclusive_group(required=True)
+    model.add_argument("--weights", help="model.pt written by train")
+    model.add_argument("--model-file", help="a file written by export (.onnx, .pt, .pt2; runs on the CPU)")
     predict.add_argument("images", nargs="+", help="image files, and folders searched for images recursively")
     predict.add_argument("--top-k", type=int, default=1, help="how many classes per image (default: 1)")
     predict.add_argument("--output", default="predictions.csv", help="the CSV written (default: predictions.csv)")
@@ -55,6 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
     features.add_argument("--batch-size", type=int, help="images per step")
     features.add_argument("--output", help="the .npy file (default: features_<layer>.npy beside the weights)")
 
+    export = commands.add_parser("export", parents=[common], help="a file to ship: ONNX, TorchScript, torch.export")
+    export.add_argument("--weights", required=True, help="model.pt, ema.pt or a checkpoint written by train")
+    export.add_argument("--format", required=True, choices=list(EXPORT_FORMATS), help="the kind of file")
+    export.add_argument("--output", help="the file (default: beside the weights, e.g. model.onnx)")
+    export.add_argument(
+        "--tolerance",
+        type=float,
+        default=EXPORT_TOLERANCE,
+        help=f"the largest difference of logits from PyTorch's an export may have (default {EXPORT_TOLERANCE:g})",
+    )
+
     plot = commands.add_parser("plot", parents=[common], help="learning curves and confusion matrix as PNG")
     plot.add_argument("run_dir", help="output dir of a training run (or of evaluate)")
 
@@ -64,17 +75,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def one_line(exc: UserError) -> str:
-    """The message alone, also when a DataLoader worker raised it (PyTorch then adds the worker's traceback)."""
-    message = str(exc).strip()
-    return message.splitlines()[-1].split(": ", 1)[-1] if "Original Traceback" in message else message
-
-
 {% if cookiecutter.use_distributed %}
 def run(args: argparse.Namespace, argv: list[str]) -> None:
 {% else %}
 def run(args: argparse.Namespace) -> None:
 {% endif %}
+    if args.command == "predict" and args.model_file:  # an exported file: no model definition of this repo is needed
+        from .deployed import predict_exported
+
+        if args.tta:
+            raise UserError("--tta works with --weights; an exported file is run as it is")
+        predict_exported(args.model_file, args.images, args.output, args.top_k)
+        return
+    if args.command == "export":
+        from .export import export_model
+
+        export_model(args.weights, args.format, args.output, args.tolerance)
+        return
+{% if cookiecutter.use_distributed %}
+    from .distributed import launch, launched, workers_wanted
+{% endif %}
+    from .inference import evaluate_run, extract_features, predict
+    from .plots import plot_run
+    from .runtime import explaining_nondeterministic_kernels, resolve_device, select_gpus
+    from .train import train
+
     if args.command == "train":
         values = {k: v for k, v in vars(args).items() if k not in ("command", "debug", "config")}
         cfg = make_config(values, getattr(args, "config", None))
@@ -110,27 +135,39 @@ def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
 {% if cookiecutter.use_distributed %}
-    argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
-    try:
-        run(args, argv)
-    except UserError as exc:
-        if args.debug:
-            raise
-        where = f" (rank {os.environ['RANK']})" if launched() else ""
-        print(f"error{where}: {one_line(exc)}", file=sys.stderr)
-        return exc.exit_code
-{% else %}
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except UserError as exc:
-        if args.debug:
-            raise
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return exc.exit_code
+    argv = sys.argv[1:] if argv is None else argv  # the launcher starts its workers with the same arguments
 {% endif %}
+    args = build_parser().parse_args(argv)
+    try:
+        run(args{{ ', argv' if cookiecutter.use_distributed else '' }})
+    except UserError as exc:
+        if args.debug:
+            raise
+{% if cookiecutter.use_distributed %}
+        where = f" (rank {os.environ['RANK']})" if "LOCAL_RANK" in os.environ else ""  # a worker of torchrun
+        print(f"error{where}: {one_line(exc)}", file=sys.stderr)
+{% else %}
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+{% endif %}
+        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        _stop_data_workers()
     return 0
+
+
+def _stop_data_workers() -> None:
+    """Data-loading workers ignore SIGTERM (the run stops them itself). After an error, Python's exit would send them
+    one and wait for them forever: they are killed instead. Meanwhile SIGCHLD is at its default, or the DataLoader's
+    handler would report each kill as a failed worker (a traceback) wherever the program is then."""
+    children = multiprocessing.active_children()
+    if not children:  # the usual case: the loaders stopped their own workers
+        return
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for child in children:
+        child.kill()
+    for child in children:
+        child.join()
+    signal.signal(signal.SIGCHLD, previous)

@@ -6,6 +6,8 @@ config (every "auto" value filled in) is written into the output dir as `config.
 
 import argparse
 import dataclasses
+import math
+import os
 import sys
 import types
 import typing
@@ -18,6 +20,14 @@ from .errors import UserError
 from .files import write_text
 
 GPU_IDS_HELP = "comma-separated GPU ids exported as CUDA_VISIBLE_DEVICES; cpu (or empty) for CPU only"
+MODEL_HELP = "small_cnn, any torchvision classification model, or timm/<name> for any of timm's"
+# `export`: each format's file suffix (predict --model-file reads a file by it) and the logit difference it accepts
+EXPORT_FORMATS = {"onnx": ".onnx", "torchscript": ".pt", "exported-program": ".pt2"}
+EXPORT_TOLERANCE = 1e-3
+MAX_IMAGE_SIZE = 4096  # a batch of larger images fills any memory
+{% if cookiecutter.use_distributed %}
+MAX_DIST_TIMEOUT = 365 * 24 * 3600
+{% endif %}
 
 
 def option(default, help, **argparse_kwargs):
@@ -45,17 +55,19 @@ class TrainConfig:
     )
     hflip: bool | None = option(None, "random horizontal flips in training, and --tta (auto: on, off for mnist)")
     random_erasing: float = option(0.0, "chance of erasing a random rectangle of each training image")
-    model: str = option("{{ cookiecutter.model | escaped }}", "small_cnn or any torchvision classification model")
-    pretrained: bool = option(False, "start from torchvision's ImageNet weights")
+    model: str = option("{{ cookiecutter.model | escaped }}", MODEL_HELP)
+    pretrained: bool = option(False, "start from the model's pretrained weights (torchvision's or timm's)")
     init_from: str | None = option(None, "start from the weights in this file wherever name and shape match")
     init: str = option(
         "default",
         "weight init for models trained from scratch",
         choices=["default", "kaiming", "xavier", "normal"],
     )
-    image_size: int | None = option(None, "input size (auto: the dataset's own, 224 for folders)")
+    image_size: int | None = option(
+        None, "input size (auto: a pretrained timm model's, the data's own, 224 for folders)"
+    )
     mean: list[float] | None = option(
-        None, "normalisation mean (auto: ImageNet if pretrained, else data)", nargs=3, metavar=("R", "G", "B")
+        None, "normalisation mean (auto: the pretrained weights', else the data's)", nargs=3, metavar=("R", "G", "B")
     )
     std: list[float] | None = option(None, "normalisation std (auto: as for --mean)", nargs=3, metavar=("R", "G", "B"))
     epochs: int = option(5, "number of epochs")
@@ -136,17 +148,24 @@ class TrainConfig:
 {% endif %}
 
     def __post_init__(self):
+        for name, value in vars(self).items():  # NaN passes every comparison below: refuse it first
+            if any(isinstance(v, float) and math.isnan(v) for v in (value if isinstance(value, list) else [value])):
+                raise UserError(f"--{name.replace('_', '-')} must be a number, got {value}")
+        at_least_one = ["epochs", "batch_size", "accumulate_steps", "max_steps_per_epoch", "step_size", "patience"]
 {% if cookiecutter.use_distributed %}
-        positive = ["epochs", "batch_size", "accumulate_steps", "image_size", "max_steps_per_epoch", "step_size"]
-        for name in [*positive, "patience", "nproc", "dist_timeout"]:
-{% else %}
-        positive = ["epochs", "batch_size", "accumulate_steps", "image_size", "max_steps_per_epoch", "step_size"]
-        for name in [*positive, "patience"]:
+        at_least_one += ["nproc", "dist_timeout"]
 {% endif %}
+        for name in at_least_one:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        non_negative = ["lr", "weight_decay", "l1", "momentum", "warmup_epochs", "num_workers"]
+        if self.image_size is not None and not 2 <= self.image_size <= MAX_IMAGE_SIZE:  # 1 px: torchvision fails
+            raise UserError(f"--image-size must be between 2 and {MAX_IMAGE_SIZE}, got {self.image_size}")
+{% if cookiecutter.use_distributed %}
+        if self.dist_timeout > MAX_DIST_TIMEOUT:  # beyond what the process group's clock can hold
+            raise UserError(f"--dist-timeout must be at most {MAX_DIST_TIMEOUT} s (a year), got {self.dist_timeout}")
+{% endif %}
+        non_negative = ["lr", "weight_decay", "l1", "momentum", "warmup_epochs", "num_workers", "gamma"]
 {% if cookiecutter.use_mixup %}
         non_negative += ["mixup_alpha", "cutmix_alpha"]
 {% endif %}
@@ -155,8 +174,16 @@ class TrainConfig:
 {% endif %}
         for name in non_negative:
             value = getattr(self, name)
-            if value is not None and value < 0:
-                raise UserError(f"--{name.replace('_', '-')} must not be negative, got {value}")
+            if value is not None and not 0 <= value < math.inf:
+                raise UserError(f"--{name.replace('_', '-')} must be a finite number, not negative, got {value}")
+        if (self.mean is None) != (self.std is None):
+            raise UserError("--mean and --std go together (normalisation needs both): give both or neither")
+        if self.mean is not None and not all(math.isfinite(value) for value in self.mean):
+            raise UserError(f"--mean must be three finite numbers (one per channel), got {self.mean}")
+        if not 0 <= self.seed < 2**32:
+            raise UserError(f"--seed must be between 0 and 2**32 - 1, got {self.seed}")
+        if self.std is not None and not all(0 < value < math.inf for value in self.std):
+            raise UserError(f"--std must be three positive numbers (one per channel), got {self.std}")
         if not 0 < self.val_split < 1:
             raise UserError(f"--val-split must be between 0 and 1 (a share of each class), got {self.val_split}")
         if not 0 <= self.random_erasing <= 1:
@@ -188,11 +215,13 @@ def parse_lr_mults(items: list[str] | None) -> dict[str, float]:
     mults = {}
     for item in items or []:
         pattern, _, value = item.partition("=")
+        if pattern in mults:
+            raise UserError(f"--lr-mult gives {pattern!r} two rates; give it one")
         try:
             mults[pattern] = float(value)
         except ValueError:
             mults[pattern] = -1.0
-        if not pattern or mults[pattern] <= 0:
+        if not pattern or not 0 < mults[pattern] < math.inf:
             raise UserError(f"--lr-mult {item!r} must be PATTERN=MULT with a positive number, e.g. fc=10")
     return mults
 
@@ -248,9 +277,11 @@ def _coerce(name: str, value):
 
 def load_config_file(path: str) -> dict:
     try:
-        values = yaml.safe_load(Path(path).read_text())
+        values = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise UserError(f"cannot read config file {path}: {exc.strerror}; check the path") from None
+    except UnicodeDecodeError:
+        raise UserError(f"config file {path} is not UTF-8 text; save it as UTF-8") from None
     except yaml.YAMLError as exc:
         raise UserError(f"config file {path} is not valid YAML ({exc.problem}); fix its syntax") from None
     if values is None:
@@ -264,10 +295,34 @@ def load_config_file(path: str) -> dict:
     if ignored:
         notice = f"config file {path}: ignoring {', '.join(ignored)} (they apply to one command: pass them as flags)"
         print(notice, file=sys.stderr)
-    return {name: _coerce(name, value) for name, value in values.items() if name not in PER_INVOCATION}
+    values = {name: _coerce(name, value) for name, value in values.items() if name not in PER_INVOCATION}
+    return values | _relative_to(Path(path).parent, values)
+
+
+def _relative_to(folder: Path, values: dict) -> dict:
+    """Relative paths in a config file are relative to the file's folder, so that it works from any working folder:
+    output_dir always (a run's config.yaml says ".", its own folder: a copied run continues in the copy), the others
+    where they exist there (else they may name a dataset, or a path relative to where the command runs)."""
+    found = {}
+    for name in ("output_dir", "data", "split", "data_root"):
+        value = values.get(name)
+        if value and not Path(value).is_absolute() and (name == "output_dir" or (folder / value).exists()):
+            found[name] = os.path.normpath(folder / value)
+    return found
 
 
 def make_config(cli_values: dict, config_file: str | None = None) -> TrainConfig:
+{% if cookiecutter.use_checkpointing %}
+    """Defaults < the config file < flags. `--resume PATH` or `--resume auto --output-dir DIR` without --config
+    continues that run: the config.yaml beside the checkpoint, or in DIR, is the config file."""
+    resume, run_dir = cli_values.get("resume"), None
+    if resume == "auto" and cli_values.get("output_dir"):
+        run_dir = Path(cli_values["output_dir"])
+    elif resume not in (None, "auto"):
+        run_dir = Path(resume).parent
+    if config_file is None and run_dir and (run_dir / "config.yaml").is_file():
+        config_file = str(run_dir / "config.yaml")
+{% endif %}
     values = load_config_file(config_file) if config_file else {}
     values.update(cli_values)
     return TrainConfig(**values)
@@ -279,4 +334,5 @@ def saved_fields(cfg: TrainConfig) -> dict:
 
 
 def save_config(cfg: TrainConfig, path: Path) -> None:
-    write_text(path, yaml.safe_dump(saved_fields(cfg), sort_keys=False))
+    """The run's config.yaml: paths absolute, the output dir "." (the config's own folder, wherever it is copied)."""
+    write_text(path, yaml.safe_dump(saved_fields(cfg) | {"output_dir": "."}, sort_keys=False))

@@ -21,13 +21,21 @@ from torchvision.transforms import v2
 from .distributed import ShardSampler, is_distributed, local_main_first, rank, world_size
 {% endif %}
 from .errors import DataError
-from .layouts import SPLITS, LabelledFiles, Row, hold_out, read_class_folders, read_csv, write_split
+from .layouts import (
+    SPLITS,
+    LabelledFiles,
+    Row,
+    check_class_names,
+    hold_out,
+    read_class_folders,
+    read_csv,
+    write_split,
+)
 from .metrics import write_csv
 from .runtime import seed_worker
 
-IMAGENET_MEAN = [0.485, 0.456, 0.406]
-IMAGENET_STD = [0.229, 0.224, 0.225]
 DOWNLOADABLE = {"cifar10": datasets.CIFAR10, "mnist": datasets.MNIST, "fashion_mnist": datasets.FashionMNIST}
+NAMED_DATA = {"synthetic", *DOWNLOADABLE}  # --data values that name a dataset, not a path
 NATIVE_SIZE = {"synthetic": 32, "cifar10": 32, "mnist": 28, "fashion_mnist": 28}
 GRAYSCALE = {"mnist", "fashion_mnist"}
 NO_FLIP = {"mnist"}  # a mirrored digit is another symbol: --hflip defaults to off for these
@@ -85,7 +93,7 @@ def _stripes(num_samples: int, seed: int, size: int) -> tuple[torch.Tensor, torc
 
 @dataclass
 class Augmentation:
-    """What training does to its images (T12). Validation and prediction never augment."""
+    """What training does to its images. Validation and prediction never augment."""
 
     policy: str = "basic"  # none; basic: random crops; trivialaugment, randaugment, autoaugment: crops and the policy
     hflip: bool = True
@@ -100,8 +108,14 @@ def _policy(name: str, source: str) -> v2.Transform:
     return v2.AutoAugment(v2.AutoAugmentPolicy.CIFAR10 if source == "cifar10" else v2.AutoAugmentPolicy.IMAGENET)
 
 
+def eval_resize(source: str, image_size: int) -> int:
+    """The shorter side that validation and prediction resize to before their centre crop of `image_size`: photos
+    keep a margin, as torchvision's references do (256 for 224)."""
+    return image_size if source in NATIVE_SIZE else round(image_size * 8 / 7)
+
+
 def build_transform(source: str, image_size: int, mean, std, augment: Augmentation | None = None) -> v2.Compose:
-    """uint8 operations first, then float conversion, then normalisation (T07); `augment` for training only."""
+    """uint8 operations first, then float conversion, then normalisation; `augment` for training only."""
     steps = [v2.ToImage()]
     if source in GRAYSCALE:
         steps.append(v2.Grayscale(num_output_channels=3))
@@ -112,7 +126,7 @@ def build_transform(source: str, image_size: int, mean, std, augment: Augmentati
     elif crops:
         steps += [v2.Resize(image_size), v2.RandomCrop(image_size, padding=image_size // 8)]
     else:  # a no-op on images that already have the size
-        steps += [v2.Resize(round(image_size * 8 / 7) if photos else image_size), v2.CenterCrop(image_size)]
+        steps += [v2.Resize(eval_resize(source, image_size)), v2.CenterCrop(image_size)]
     if augment and augment.hflip:
         steps.append(v2.RandomHorizontalFlip())
     if crops and augment.policy != "basic":
@@ -126,7 +140,7 @@ def build_transform(source: str, image_size: int, mean, std, augment: Augmentati
 
 
 def compute_mean_std(dataset, samples: int = STATS_SAMPLES, seed: int = 0) -> tuple[list, list]:
-    """Per-channel mean and std of (a random subset of) a dataset whose transform yields [0, 1] tensors (T08)."""
+    """Per-channel mean and std of (a random subset of) a dataset whose transform yields [0, 1] tensors."""
     picked = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[:samples]
     images = torch.stack([dataset[int(i)][0] for i in picked])
     mean, std = images.mean(dim=(0, 2, 3)), images.std(dim=(0, 2, 3))
@@ -138,7 +152,9 @@ def load_rgb(path: str) -> Image.Image:
     try:
         with Image.open(path) as image:
             return image.convert("RGB")
-    except (OSError, UnidentifiedImageError) as exc:
+    except Image.DecompressionBombError:  # PIL's guard against images made to exhaust memory when decoded
+        raise DataError(f"image {path} has more pixels than Pillow opens safely; shrink or remove it") from None
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError, EOFError) as exc:  # what corrupt files raise
         raise DataError(f"cannot read image {path} ({exc.__class__.__name__}); delete or replace the file") from None
 
 
@@ -188,12 +204,12 @@ def open_datasets(cfg, splits: tuple[str, ...], training: bool) -> tuple[dict[st
     """The datasets of `splits` (no transform yet), and the rows of each split where this run decided or read them."""
     source = Path(cfg.data)
     split_tree = (source / "train").is_dir() or (source / "val").is_dir()
-    fixed = cfg.data == "synthetic" or cfg.data in DOWNLOADABLE or split_tree
+    fixed = cfg.data in NAMED_DATA or split_tree
     if fixed and cfg.split:
         raise DataError(f"--data {cfg.data} is split into train and val already; --split is for other data: drop it")
     if fixed:
         return {split: _open_fixed(cfg.data, cfg.data_root, split, cfg.seed) for split in splits}, None
-    if not source.exists():
+    if not (source.is_dir() or source.is_file()):  # a device such as /dev/null is neither
         known = ", ".join(["synthetic", *DOWNLOADABLE])
         raise DataError(f"--data {cfg.data}: no such folder or CSV file, and not one of {known}")
     root, rows = labelled_rows(cfg, training)
@@ -221,11 +237,9 @@ def default_image_size(source: str) -> int:
 
 
 def resolve_normalisation(cfg) -> tuple[list, list]:
-    """ImageNet statistics for pretrained weights, the training data's own otherwise (T08)."""
+    """The given statistics (for pretrained weights: theirs), the training data's own otherwise."""
     if cfg.mean is not None and cfg.std is not None:
         return cfg.mean, cfg.std
-    if cfg.pretrained:
-        return IMAGENET_MEAN, IMAGENET_STD
     dataset = open_datasets(cfg, ("train",), training=True)[0]["train"]
     dataset.transform = build_transform(cfg.data, cfg.image_size, None, None)
     return compute_mean_std(dataset, seed=cfg.seed)
@@ -291,6 +305,7 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
     """Loaders for a resolved config (image_size, mean, std, hflip and num_workers set)."""
     opened, rows = open_datasets(cfg, SPLITS if train else ("val",), training=train)
     classes = list(opened["val"].classes)
+    check_class_names(classes, cfg.data)
     if train and list(opened["train"].classes) != classes:
         raise DataError(f"{cfg.data}: train/ and val/ hold different class folders; make them match")
     augment = Augmentation(cfg.augment, cfg.hflip, cfg.random_erasing)
@@ -313,7 +328,7 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
             shuffle=split == "train" and sampler is None,
             sampler=sampler,
             num_workers=cfg.num_workers,
-            pin_memory=device.type == "cuda",  # T13
+            pin_memory=device.type == "cuda",
             persistent_workers=False,
             worker_init_fn=seed_worker,
             generator=generator,

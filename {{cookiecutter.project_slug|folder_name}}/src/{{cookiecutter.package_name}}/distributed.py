@@ -1,4 +1,5 @@
-"""Data-parallel training with DistributedDataParallel (T39), launched by torchrun.
+{% if cookiecutter.use_distributed %}
+"""Data-parallel training with DistributedDataParallel, launched by torchrun.
 
 `torchrun --nproc-per-node=N -m {{ cookiecutter.package_name }} train ...` starts N workers and sets RANK,
 WORLD_SIZE and LOCAL_RANK for each. The short form `train --gpus 0,1` (or `--device cpu --nproc 2`) starts
@@ -197,3 +198,4 @@ class ShardSampler(Sampler):
 
     def __len__(self) -> int:
         return len(self.indices)
+{% endif %}

@@ -1,3 +1,4 @@
+{% if cookiecutter.use_ema %}
 """Exponential moving average of the weights, with PyTorch's own torch.optim.swa_utils.AveragedModel.
 
 After every optimizer step: ema = d * ema + (1 - d) * weights, with d = min(decay, (1 + n) / (10 + n)) after n
@@ -44,3 +45,4 @@ class WarmedUpAverage(AveragedModel):
 def build_ema(model: nn.Module, decay: float) -> WarmedUpAverage | None:
     """None when --ema-decay is 0."""
     return WarmedUpAverage(model, decay) if decay else None
+{% endif %}

@@ -1,4 +1,5 @@
-"""One training epoch and one evaluation pass. Statistics stay on the device until the epoch ends (T11/T43)."""
+{% set stops_mid_epoch = cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
+"""One training epoch and one evaluation pass. Statistics stay on the device until the epoch ends."""
 
 import itertools
 import sys
@@ -39,9 +40,9 @@ class ProgressLines:
             yield batch
             now = time.monotonic()
             if now - last >= PROGRESS_SECONDS and step < self.total:
-                percent = round(100 * step / self.total)
-                elapsed = f"{self.description} {step}/{self.total} steps ({percent} %), {now - start:.0f} s"
-                print(f"  {elapsed}", file=sys.stderr, flush=True)
+                percent, left = round(100 * step / self.total), (now - start) / step * (self.total - step)
+                done = f"{self.description} {step}/{self.total} steps ({percent} %), {now - start:.0f} s"
+                print(f"  {done}, about {left:.0f} s to go", file=sys.stderr, flush=True)
                 last = now
 
 
@@ -74,7 +75,7 @@ def train_one_epoch(
 {% if cookiecutter.use_ema %}
     ema=None,
 {% endif %}
-{% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
+{% if stops_mid_epoch %}
     stop=None,
 {% endif %}
 ) -> dict:
@@ -99,16 +100,16 @@ def train_one_epoch(
         sync_gradients(model, update)  # the inner batches of a group skip DDP's all-reduce
 {% endif %}
 {% if cookiecutter.use_mixup %}
-        images, soft_targets = mix(images, targets) if mix else (images, targets)  # T34
+        images, soft_targets = mix(images, targets) if mix else (images, targets)
         targets = soft_targets.argmax(1) if mix else targets  # train_acc: the larger share of each mixed image
 {% endif %}
 {% if cookiecutter.use_amp %}
-        with autocast(cfg.precision, device):  # T38
+        with autocast(cfg.precision, device):
             logits = model(images)
-            loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax (T10)
+            loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax
 {% else %}
         logits = model(images)
-        loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax (T10)
+        loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax
 {% endif %}
         if steps == group_start:
             # Cleared here, just before the backward that refills them, as in PyTorch's examples: the allocator can
@@ -120,43 +121,50 @@ def train_one_epoch(
         (loss / group_size).backward()
 {% endif %}
         if update:
-{% if cookiecutter.use_grad_clipping %}
-            if cfg.clip_grad_norm:  # T32
 {% if cookiecutter.use_amp %}
-                scaler.unscale_(optimizer)  # clip the true gradients, not the loss-scaled ones
+            scaler.unscale_(optimizer)  # the true gradients from here on (the step would unscale them anyway)
 {% endif %}
-                parameters, norm_type = model.parameters(), cfg.clip_grad_norm_type
-                norm = nn.utils.clip_grad_norm_(parameters, cfg.clip_grad_norm, norm_type)
+{% if cookiecutter.use_grad_clipping %}
+            if cfg.clip_grad_norm:
+                norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm, cfg.clip_grad_norm_type)
 {% endif %}
-{% if cookiecutter.use_amp and (cookiecutter.use_ema or cookiecutter.use_grad_clipping) %}
-            stepped = scaled_step(scaler, optimizer)  # False when fp16's scaler skipped it: inf/NaN gradients
+{# What follows an optimizer step that was taken: each trick adds its lines here, and under fp16's GradScaler
+    they are skipped with the step. #}
+{% set after_step %}
+{% if cookiecutter.use_ema %}
+if ema:
+    ema.update_parameters(model)
+{% endif %}
+{% if cookiecutter.use_grad_clipping %}
+if cfg.clip_grad_norm:
+    grad_norm_sum += norm
+    updates += 1
+{% endif %}
+{% endset %}
+{% if cookiecutter.use_amp and after_step.strip() %}
+            if scaled_step(scaler, optimizer):  # False when fp16's scaler skipped the step: inf/NaN gradients
+{{ after_step | trim | indent(16, first=True) }}
 {% elif cookiecutter.use_amp %}
             scaled_step(scaler, optimizer)
 {% else %}
             optimizer.step()
+{% if after_step.strip() %}
+{{ after_step | trim | indent(12, first=True) }}
 {% endif %}
-{% if cookiecutter.use_ema %}
-            if ema{{ ' and stepped' if cookiecutter.use_amp else '' }}:
-                ema.update_parameters(model)
-{% endif %}
-{% if cookiecutter.use_grad_clipping %}
-            if cfg.clip_grad_norm{{ ' and stepped' if cookiecutter.use_amp else '' }}:
-                grad_norm_sum += norm
-                updates += 1
 {% endif %}
         first_bad_step = torch.where((first_bad_step < 0) & ~loss.detach().isfinite(), steps + 1, first_bad_step)
         loss_sum += loss.detach() * len(targets)
         correct += (logits.argmax(1) == targets).sum()
         seen += len(targets)
         steps += 1
-{% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
+{% if stops_mid_epoch %}
         if stop:  # SIGTERM/SIGINT arrived: this step is done, leave the rest of the epoch
             break
 {% endif %}
 {% if cookiecutter.use_distributed %}
     # One host sync per epoch, with sums over every rank so all ranks report the same figures (and all stop
     # together if any rank's loss diverged).
-    totals = [loss_sum, correct.to(loss_sum.dtype), torch.tensor(float(seen), device=device), first_bad_step >= 0]
+    totals = [loss_sum, correct, torch.tensor(float(seen), device=device), first_bad_step >= 0]
     loss_sum, correct, seen, diverged = all_reduce(torch.stack([t.to(loss_sum.dtype) for t in totals])).tolist()
     if diverged:
         where = f"at step {first_bad_step.item()}" if first_bad_step.item() >= 0 else "on another rank"

@@ -4,22 +4,44 @@ target. A crash leaves the old file or the new one, never half of one; a symlink
 replaced, not followed."""
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-import torch
+from .errors import OutputError, first_line
 
 UMASK = os.umask(0)
 os.umask(UMASK)  # read once: temporary files start private, the written files get the usual permissions
 
 
+# what to do, by the reason a write failed (errno names: EDQUOT is missing on some systems)
+ADVICE = {
+    **dict.fromkeys(("ENOSPC", "EFBIG", "EDQUOT"), "free some space or pick a folder on another disk"),
+    "ENOENT": "create the missing folder or pick another",
+    **dict.fromkeys(("ENOTDIR", "EEXIST"), "a file stands where the path needs a folder; move it or pick another"),
+    "EISDIR": "a folder stands in its place; move it or pick another name",
+    **dict.fromkeys(("EACCES", "EPERM", "EROFS"), "pick a writable folder"),
+}
+
+
+def cannot_write(path: Path, exc: OSError) -> OutputError:
+    """A full disk, a missing or read-only folder, a file in the way: one line that names the file and what to do."""
+    # another reason, or none (torch's failed write, often a full disk): the general advice
+    advice = ADVICE.get(errno.errorcode.get(exc.errno), "free some space or pick a writable folder")
+    return OutputError(f"cannot write {path} ({exc.strerror or exc}); {advice}")
+
+
 @contextlib.contextmanager
-def replacing(path: Path, mode: str = "wb"):
-    """A file object to write `path`'s new content into; it replaces `path` when the block ends without error."""
+def replacing(path: Path, mode: str = "wb", suffix: str = ""):
+    """A file object to write `path`'s new content into; it replaces `path` when the block ends without error.
+    `suffix` ends the temporary file's name, for libraries that read a file's kind from it."""
     path = Path(path)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp" + suffix)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
     os.fchmod(descriptor, 0o666 & ~UMASK)
     os.close(descriptor)  # reopened by name, so that `file.name` is a path libraries can write to
     try:
@@ -29,10 +51,25 @@ def replacing(path: Path, mode: str = "wb"):
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(exc, OSError):
+            raise cannot_write(path, exc) from None
         raise
+
+
+def own_folder(path: Path, replace_link: bool = True) -> Path:
+    """A folder a command writes into, created where missing. A link planted in the place of a folder the command
+    names itself is replaced by a real folder, not followed (it could point anywhere)."""
+    path = Path(path)
+    try:
+        if replace_link and path.is_symlink():
+            path.unlink()
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+    return path
 
 
 def write_text(path: Path, text: str) -> None:
@@ -42,8 +79,13 @@ def write_text(path: Path, text: str) -> None:
 
 def save(obj, path: Path) -> None:
     """torch.save, written whole or not at all."""
+    import torch  # here: the command line imports this module, and its --help must not wait seconds for torch
+
     with replacing(path) as file:
-        torch.save(obj, file)
+        try:
+            torch.save(obj, file)
+        except RuntimeError as exc:  # how torch's writer reports a failed write: a full disk, a file-size limit
+            raise OSError(f"the write failed: {first_line(exc)}") from None
 
 
 def copy(source: Path, path: Path) -> None:

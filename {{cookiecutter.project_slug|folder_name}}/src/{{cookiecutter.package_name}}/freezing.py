@@ -1,9 +1,11 @@
-"""Freezing layers by name (T20): no gradients, no optimizer slot, and BatchNorm statistics kept as they are."""
+{% if cookiecutter.use_freezing %}
+"""Freezing layers by name: no gradients, no optimizer slot, and BatchNorm statistics kept as they are."""
 
 import types
 
 from torch import nn
 
+from .errors import ModelError
 from .models import check_patterns, matches_any
 
 BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d{{ ", nn.SyncBatchNorm" if cookiecutter.use_sync_bn else "" }})
@@ -18,6 +20,8 @@ def freeze(model: nn.Module, patterns: list[str] | None) -> None:
     if not patterns:
         return
     check_patterns(model, patterns, "--freeze")
+    if all(matches_any(name, patterns) for name, _ in model.named_parameters()):
+        raise ModelError(f"--freeze {' '.join(patterns)} would freeze every parameter: nothing would train")
     for name, parameter in model.named_parameters():
         if matches_any(name, patterns):
             parameter.requires_grad_(False)
@@ -32,3 +36,4 @@ def freeze(model: nn.Module, patterns: list[str] | None) -> None:
     frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     print(f"frozen parameters: {frozen:,}; trainable: {trainable:,}")
+{% endif %}

@@ -1,15 +1,16 @@
 """`evaluate`, `predict` and `features`: reuse a training run's model, config, class names and split."""
 
-import csv
 import dataclasses
 import difflib
+import hashlib
+import io
+import os
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
 from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
 
 {% if cookiecutter.use_amp %}
@@ -19,35 +20,42 @@ from .config import TrainConfig, load_config_file
 from .data import build_data, build_transform
 from .engine import evaluate
 from .errors import DataError, ModelError, UserError
-from .files import replacing
-from .layouts import is_image
+from .files import own_folder, replacing
 from .metrics import write_reports
 from .models import build_model, load_weights
 from .plots import plot_run
+from .predictions import predict_images
 
 
 def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConfig, list[str], torch.nn.Module]:
     """The config and class names saved beside `weights` by `train`, and the model with those weights. On the data it
     was trained on, a run that held images out validates on the same ones (its split.csv)."""
     run_dir = Path(weights).parent
+    if not Path(weights).is_file():
+        what = "is a folder" if Path(weights).is_dir() else "does not exist"
+        raise ModelError(f"weights file {weights} {what}; pass the model.pt of a training run")
     if not (run_dir / "config.yaml").is_file() or not (run_dir / "classes.txt").is_file():
         raise ModelError(f"{run_dir} lacks config.yaml or classes.txt; pass weights from a training output dir")
     cfg = TrainConfig(**load_config_file(run_dir / "config.yaml"))
-    if Path(overrides.get("data", cfg.data)).absolute() != Path(cfg.data).absolute():
+    if os.path.realpath(overrides.get("data", cfg.data)) != os.path.realpath(cfg.data):  # however it is spelled
         overrides["split"] = None  # other data: its own val/ or split column, or all of its images
     elif (run_dir / "split.csv").is_file():
         overrides["split"] = str(run_dir / "split.csv")
     cfg = dataclasses.replace(cfg, **overrides)
-    classes = (run_dir / "classes.txt").read_text().split()
-    model = build_model(cfg.model, len(classes))
-    load_weights(model, weights)
+    listed = (run_dir / "classes.txt").read_text(encoding="utf-8").splitlines()  # one per line: names hold spaces
+    model = build_model(cfg.model, len(listed))
+    classes = load_weights(model, weights) or listed  # the weights' own, where they name them
+    if classes != listed:
+        print(f"warning: {weights} names other classes than the run's classes.txt; using the weights'", file=sys.stderr)
     return cfg, classes, model.to(device).eval()
 
 
-def default_evaluation_dir(weights: str, data: str) -> Path:
-    """eval-<weights>-<data>/ beside the weights: the training run's own reports stay as training left them."""
+def default_evaluation_dir(weights: str, data: str, tta: bool) -> Path:
+    """eval-<weights>-<data>-<hash of the data's path>[-tta]/ beside the weights: each evaluation gets its own
+    folder (a/test and b/test too), and the training run's own reports stay as training left them."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(data).name or data)
-    return Path(weights).parent / f"eval-{Path(weights).stem}-{name}"
+    where = hashlib.sha1(str(Path(data).absolute()).encode("utf-8", "surrogateescape")).hexdigest()[:6]
+    return Path(weights).parent / f"eval-{Path(weights).stem}-{name}-{where}{'-tta' if tta else ''}"
 
 
 class FlipAveraged(torch.nn.Module):
@@ -82,31 +90,13 @@ def evaluate_run(
 {% else %}
     stats = evaluate(model, data.val, device, len(classes))
 {% endif %}
-    out = Path(output_dir or default_evaluation_dir(weights, cfg.data))
-    out.mkdir(parents=True, exist_ok=True)
+    out = own_folder(output_dir or default_evaluation_dir(weights, cfg.data, tta), replace_link=not output_dir)
     write_reports(out, stats["confusion"], classes)
     plot_run(out)
     print(f"accuracy {stats['val_acc']:.4f} on {int(stats['confusion'].sum())} images; report: {out / 'per_class.csv'}")
     return stats
 
 
-def image_files(paths: list[str]) -> list[Path]:
-    """Files as given, and the images in folders (recursively, in sorted order)."""
-    found = []
-    for name in paths:
-        path = Path(name)
-        if path.is_dir():
-            found += [file for file in sorted(path.rglob("*")) if is_image(file)]
-        elif path.is_file():
-            found.append(path)
-        else:
-            raise DataError(f"{name}: no such file or folder")
-    if not found:
-        raise DataError(f"no images in {', '.join(paths)}")
-    return found
-
-
-@torch.inference_mode()
 def predict(
     weights: str,
     images: list[str],
@@ -115,56 +105,44 @@ def predict(
     top_k: int = 1,
     tta: bool = False,
 ) -> list[dict]:
-    """The top-k classes and probabilities of each image, printed and written to `output`; files that cannot be
-    read as images are listed and counted, not fatal."""
+    """The top-k classes and probabilities of each image, with the model of a training run."""
     cfg, classes, model = load_run(weights, device)
     model = _with_tta(model, cfg) if tta else model
-    if not 1 <= top_k <= len(classes):
-        raise UserError(f"--top-k must be between 1 and the {len(classes)} classes, got {top_k}")
     transform = build_transform(cfg.data, cfg.image_size, cfg.mean, cfg.std)
-    rows, unreadable = [], []
-    for path in image_files(images):
-        try:
-            with Image.open(path) as image:
-                batch = transform(image.convert("RGB")).unsqueeze(0).to(device)  # a batch of one (T09)
-        except (OSError, UnidentifiedImageError) as exc:
-            unreadable.append(path)
-            print(f"skipped {path}: not readable as an image ({exc.__class__.__name__})", file=sys.stderr)
-            continue
-        probabilities, indices = model(batch).softmax(1)[0].topk(top_k)
-        row = {"path": str(path)}
-        for rank, (index, probability) in enumerate(zip(indices.tolist(), probabilities.tolist(), strict=True), 1):
-            row |= {f"class_{rank}": classes[index], f"probability_{rank}": round(probability, 6)}
-        rows.append(row)
-        print("\t".join(f"{value:.4f}" if isinstance(value, float) else value for value in row.values()))
-    if not rows:
-        raise DataError(f"none of the {len(unreadable)} file(s) is a readable image; nothing was predicted")
-    with replacing(Path(output), "w") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    skipped = f"; {len(unreadable)} unreadable file(s) skipped" if unreadable else ""
-    print(f"{len(rows)} predictions written to {output}{skipped}", file=sys.stderr)  # stdout: the predictions alone
-    return rows
+    return predict_images(lambda batch: model(batch.to(device)), transform, classes, images, output, top_k)
+
+
+def _features_file(output: str) -> Path:
+    """The .npy file features writes, checked before any work: a folder or another suffix is refused, a name
+    without one gets .npy (as np.save adds it; the last line printed names the file)."""
+    path = Path(output)
+    if output.endswith(os.sep) or path.is_dir() or not path.name:
+        raise UserError(f"--output {output} is a folder; give a file name such as features.npy")
+    if path.suffix not in ("", ".npy"):
+        raise UserError(f"--output {output} is not a .npy file name; give one such as {path.stem}.npy")
+    return path.with_name(path.name + ".npy") if not path.suffix else path
 
 
 @torch.inference_mode()
 def extract_features(weights: str, layer: str, device: torch.device, output: str | None = None, **overrides) -> Path:
-    """The output of one layer for every validation image (T26), as <output>.npy, labels as <output>_labels.npy."""
+    """The output of one layer for every validation image, as <output>.npy, labels as <output>_labels.npy."""
+    out = _features_file(output) if output else Path(weights).parent / f"features_{layer}.npy"
     cfg, classes, model = load_run(weights, device, **overrides)
-    layers = get_graph_node_names(model)[1]
-    if layer not in layers:
-        close = difflib.get_close_matches(layer, layers, n=3) or layers[-3:]
-        raise ModelError(f"{cfg.model} has no layer {layer!r}; close names: {', '.join(close)}")
+    modules = [name for name, _ in model.named_modules() if name]  # blocks such as layer3, and their parts
+    if layer not in modules and layer not in get_graph_node_names(model)[1]:  # or an operation's node
+        # closest first; among equals the deeper one (layer5 -> layer4, layer3, ...)
+        ranked = sorted(reversed(modules), key=lambda name: -difflib.SequenceMatcher(None, layer, name).ratio())
+        raise ModelError(f"{cfg.model} has no layer {layer!r}; the closest names: {', '.join(ranked[:3])}")
     extractor = create_feature_extractor(model, return_nodes={layer: "features"})
     data = build_data(cfg, device, train=False)
     features, labels = [], []
     for images, targets in data.val:
         features.append(extractor(images.to(device))["features"].cpu())
         labels.append(targets)
-    out = Path(output or Path(weights).parent / f"features_{layer}.npy").with_suffix(".npy")
     for path, array in ((out, torch.cat(features)), (out.with_name(out.stem + "_labels.npy"), torch.cat(labels))):
         with replacing(path) as file:
-            np.save(file, array.numpy())
+            buffer = io.BytesIO()  # np.save into a real file writes through C, where a full disk goes unnoticed
+            np.save(buffer, array.numpy())
+            file.write(buffer.getbuffer())
     print(f"{out}: {tuple(torch.cat(features).shape)} features of {layer!r}; labels in {out.stem}_labels.npy")
     return out

@@ -6,6 +6,10 @@ folder). Rows without a split get a stratified, seeded hold-out; a run writes it
 """
 
 import csv
+import errno
+import os
+import stat
+import unicodedata
 from pathlib import Path
 
 import torch
@@ -23,14 +27,34 @@ def is_image(path: Path) -> bool:
     return path.is_file() and path.suffix.lower() in IMG_EXTENSIONS and not path.name.startswith(".")
 
 
+def image_status(path: Path) -> os.stat_result | None:
+    """is_image's answer with one stat, whose st_dev and st_ino tell the file itself, however it is named."""
+    if path.suffix.lower() not in IMG_EXTENSIONS or path.name.startswith("."):
+        return None  # no stat for what is no image by its name
+    try:
+        status = path.stat()
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):  # a broken link: no image, as is_file says
+            return None
+        raise DataError(f"cannot read {path} ({exc.strerror}); check its permissions") from None
+    return status if stat.S_ISREG(status.st_mode) else None
+
+
 def read_class_folders(root: Path) -> list[Row]:
-    """root/<class>/**/<image>: every image below a class folder belongs to that class."""
-    rows = [
-        (path.relative_to(root).as_posix(), folder.name, None)
-        for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-        for path in sorted(folder.rglob("*"))
-        if is_image(path)
-    ]
+    """root/<class>/**/<image>: every image below a class folder belongs to that class, and to no other: one file
+    reached under two names (a symbolic or hard link, a linked class folder) is refused, whatever the classes."""
+    rows, first_seen = [], {}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for path in sorted(folder.rglob("*")):
+            image = image_status(path)
+            if image is None:
+                continue
+            name = path.relative_to(root).as_posix()
+            if (image.st_dev, image.st_ino) in first_seen:  # the same pixels would count twice, maybe with two labels
+                first = first_seen[image.st_dev, image.st_ino]
+                raise DataError(f"--data {root}: {first} and {name} are the same image; keep one")
+            first_seen[image.st_dev, image.st_ino] = name
+            rows.append((name, folder.name, None))
     if not rows:
         raise DataError(f"--data {root} holds no class folders with images; put images in {root}/<class>/")
     return rows
@@ -47,7 +71,18 @@ def read_csv(path: Path, root: Path, need_split: bool = False) -> list[Row]:
             if not needed <= columns:
                 missing = ", ".join(sorted(needed - columns))
                 raise DataError(f"{path} lacks the column(s) {missing}; its first line must name path,label[,split]")
-            rows = [_row(path, root, line, record, "split" in columns) for line, record in enumerate(reader, 2)]
+            rows, first_listed = [], {}
+            for record in reader:
+                line = reader.line_num  # the file's own line: blank lines and line breaks inside quotes counted
+                rows.append(_row(path, root, line, record, "split" in columns))
+                name = rows[-1][0]
+                image = (root / name).stat()  # the file itself, however it is named: ./a.png, a link to it, ...
+                if (image.st_dev, image.st_ino) in first_listed:  # it could land in both splits, or carry two labels
+                    first, before = first_listed[image.st_dev, image.st_ino]
+                    same = os.path.normpath(root / first) == os.path.normpath(root / name)
+                    listed = f"list {name}" if same else f"list the same image as {first} and {name}"
+                    raise DataError(f"{path} lines {before} and {line} {listed}; list it once")
+                first_listed[image.st_dev, image.st_ino] = name, line
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"cannot read {path} ({exc}); check the file") from None
     if not rows:
@@ -68,6 +103,22 @@ def _row(csv_path: Path, root: Path, line: int, record: dict, has_split: bool) -
     return name, label, split
 
 
+def check_class_names(classes: list[str], source: str) -> None:
+    """A class name becomes one line of classes.txt, a CSV cell and a plot label: one line of valid UTF-8 text."""
+    for name in classes:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DataError(f"--data {source}: class {name!r} is not valid UTF-8 text; rename it") from None
+        if name != name.strip():  # a CSV cell is read back stripped: the name would not survive split.csv
+            raise DataError(f"--data {source}: class {name!r} starts or ends with a space; rename it")
+        if any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in name):
+            raise DataError(
+                f"--data {source}: class {name!r} holds a control character (a line break, tab or terminal escape); "
+                "rename it"
+            )
+
+
 def hold_out(rows: list[Row], fraction: float, seed: int) -> list[Row]:
     """Stratified: round(fraction x count) images of each class to val (at least one where the class has two),
     picked by a generator seeded with `seed`, so the same data and seed always give the same split."""
@@ -85,7 +136,7 @@ def hold_out(rows: list[Row], fraction: float, seed: int) -> list[Row]:
 
 def write_split(path: Path, rows: list[Row]) -> None:
     with replacing(path, "w") as file:
-        writer = csv.writer(file)
+        writer = csv.writer(file, lineterminator="\n")
         writer.writerow(["path", "label", "split"])
         writer.writerows(rows)
 

@@ -1,4 +1,4 @@
-"""Figures derived from a confusion matrix (T44) and written as CSV for any spreadsheet (T45)."""
+"""Figures derived from a confusion matrix and written as CSV for any spreadsheet."""
 
 import csv
 from pathlib import Path
@@ -45,7 +45,7 @@ def per_class_report(matrix: torch.Tensor, classes: list[str]) -> list[dict]:
 def write_csv(path: Path, rows: list[dict]) -> None:
     """Write to a temporary name, then rename: a crash never leaves a half-written file."""
     with replacing(path, "w") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]), lineterminator="\n")  # no CRLF
         writer.writeheader()
         writer.writerows(rows)
 

@@ -1,4 +1,5 @@
-"""MixUp and CutMix on training batches (T34), from torchvision.transforms.v2."""
+{% if cookiecutter.use_mixup %}
+"""MixUp and CutMix on training batches, from torchvision.transforms.v2."""
 
 from torchvision.transforms import v2
 
@@ -22,3 +23,4 @@ def build_mix(cfg, num_classes: int):
     if len(mixes) < 2:
         return mixes[0] if mixes else None
     return v2.RandomChoice(mixes, p=weights)
+{% endif %}

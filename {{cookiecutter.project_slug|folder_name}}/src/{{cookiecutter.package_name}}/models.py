@@ -1,12 +1,12 @@
-"""Models: a small built-in CNN, any torchvision classifier, weight init, and safe weight loading."""
+"""Models: a small built-in CNN, any torchvision or timm classifier, weight init, and safe weight loading."""
 
 import difflib
 {% if cookiecutter.use_freezing or cookiecutter.use_layerwise_lr %}
 import fnmatch
 {% endif %}
-import pickle
 import re
 import sys
+from collections import OrderedDict
 from urllib.error import URLError
 
 import torch
@@ -14,14 +14,18 @@ import torchvision
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .errors import ModelError
+from .errors import ModelError, load_failure, state_dict_mismatch
 
 BUILTIN = "small_cnn"
-WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # added by DDP and torch.compile (T19)
+TIMM = "timm/"  # --model timm/<name>: any of timm's classifiers, an optional extra
+TIMM_EXTRA = 'pip install -e ".[timm]"'
+IMAGENET_MEAN = [0.485, 0.456, 0.406]  # what torchvision's pretrained weights were trained with
+IMAGENET_STD = [0.229, 0.224, 0.225]
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # added by DDP and torch.compile
 
 
 class SmallCNN(nn.Module):
-    """Three conv blocks and a global-average-pooling head (T23); trains in seconds on a CPU."""
+    """Three conv blocks and a global-average-pooling head; trains in seconds on a CPU."""
 
     def __init__(self, num_classes: int, width: int = 32):
         super().__init__()
@@ -53,7 +57,7 @@ def replace_head(model: nn.Module, num_classes: int) -> None:
 
 
 def init_weights(model: nn.Module, scheme: str) -> None:
-    """Re-initialise every conv and linear layer (T16); `default` keeps the architecture's own init."""
+    """Re-initialise every conv and linear layer; `default` keeps the architecture's own init."""
     if scheme == "default":
         return
     for module in model.modules():  # modules() walks the whole tree; children() only the top level
@@ -68,14 +72,53 @@ def init_weights(model: nn.Module, scheme: str) -> None:
                 nn.init.zeros_(module.bias)
 
 
+def import_timm():
+    try:
+        import timm
+    except ImportError:
+        raise ModelError(f"timm models need the timm package: {TIMM_EXTRA}") from None
+    return timm
+
+
+def build_timm_model(name: str, num_classes: int, pretrained: bool) -> nn.Module:
+    timm = import_timm()
+    if not timm.is_model(name):
+        close = difflib.get_close_matches(name, timm.list_models(), n=3)
+        hint = f"did you mean {' or '.join(TIMM + match for match in close)}?" if close else "see timm.list_models()"
+        raise ModelError(f"timm has no model '{name}'; {hint}")
+    try:
+        return timm.create_model(name, pretrained=pretrained, num_classes=num_classes)
+    except OSError as exc:  # offline: huggingface_hub's errors are OSErrors
+        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        raise ModelError(
+            f"could not download timm's pretrained weights for {name} ({reason}); connect to the internet once "
+            "(they are cached), or drop --pretrained"
+        ) from None
+    except RuntimeError as exc:  # a pretrained tag it does not know, or a model without pretrained weights
+        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        raise ModelError(f"timm cannot build {name} ({reason}); see timm.list_models(pretrained=True)") from None
+
+
+def pretrained_preprocessing(name: str) -> tuple[int | None, list[float], list[float]]:
+    """The image size (None: the data's own), mean and std that a model's pretrained weights were trained with: timm
+    keeps them per model, torchvision's classifiers share ImageNet's."""
+    if name.startswith(TIMM):
+        config = import_timm().get_pretrained_cfg(name.removeprefix(TIMM))
+        if config is not None:
+            return config.input_size[-1], list(config.mean), list(config.std)
+    return None, IMAGENET_MEAN, IMAGENET_STD
+
+
 def build_model(name: str, num_classes: int, pretrained: bool = False, init: str = "default") -> nn.Module:
-    if name == BUILTIN:
+    if name.startswith(TIMM):
+        model = build_timm_model(name.removeprefix(TIMM), num_classes, pretrained)
+    elif name == BUILTIN:
         if pretrained:
             raise ModelError(f"{BUILTIN} has no pretrained weights; drop --pretrained or pick a torchvision model")
         model = SmallCNN(num_classes)
     elif name not in model_names():
         close = difflib.get_close_matches(name, model_names(), n=3)
-        hint = f"did you mean {' or '.join(close)}?" if close else f"try {BUILTIN} or resnet18"
+        hint = f"did you mean {' or '.join(close)}?" if close else f"try {BUILTIN}, resnet18 or {TIMM}<name>"
         raise ModelError(f"unknown model '{name}'; {hint}")
     elif pretrained:
         try:
@@ -99,9 +142,12 @@ def build_model(name: str, num_classes: int, pretrained: bool = False, init: str
 def quiet_head(model: nn.Module) -> None:
     """Start the classifier near zero: torchvision scales EfficientNet's by 1/sqrt(classes), made for ImageNet's 1000,
     which with 10 classes gives logits in the tens and a from-scratch run that stays at chance."""
-    head = [module for module in model.modules() if isinstance(module, nn.Linear)][-1]
-    nn.init.normal_(head.weight, std=0.01)
-    nn.init.zeros_(head.bias)
+    linears = [module for module in model.modules() if isinstance(module, nn.Linear)]
+    if not linears:  # a convolution classifies (SqueezeNet, timm's DLA): nothing scaled for ImageNet to undo
+        return
+    nn.init.normal_(linears[-1].weight, std=0.01)
+    if linears[-1].bias is not None:
+        nn.init.zeros_(linears[-1].bias)
 
 
 FROM_SCRATCH_MOMENTUM = 0.1  # PyTorch's default: running statistics settle within tens of steps
@@ -136,26 +182,43 @@ def check_patterns(model: nn.Module, patterns, flag: str) -> None:
 
 
 {% endif %}
-def load_state_dict(path, map_location="cpu") -> dict:
+def weights_file(model: nn.Module, classes: list[str]) -> dict:
+    """The model's weights as a weights file keeps them: on the CPU (a plain torch.load works on any machine), with the
+    class names in the state_dict's metadata, which load_state_dict ignores: the file alone says which output is which
+    class."""
+    state = model.state_dict()
+    on_cpu = OrderedDict((key, value.cpu()) for key, value in state.items())
+    on_cpu._metadata = state._metadata
+    on_cpu._metadata[""]["classes"] = list(classes)
+    return on_cpu
+
+
+def read_weights(path, map_location="cpu") -> tuple[dict, list[str] | None]:
+    """Weights read safely: tensors only (weights_only), onto any device, wrapper prefixes removed; and
+    the class names saved with them (None in files written before they were).
 {% if cookiecutter.use_checkpointing %}
-    """Read weights safely: tensors only (weights_only), onto any device (T18), wrapper prefixes removed (T19).
 
     Accepts a plain state_dict or a checkpoint holding one under "model".
-    """
-{% else %}
-    """Read weights safely: tensors only (weights_only), onto any device (T18), wrapper prefixes removed (T19)."""
 {% endif %}
+    """
+    if str(path).endswith((".onnx", ".pt2", ".torchscript.pt")):
+        raise ModelError(f"{path} is an exported file, not weights; run it with predict --model-file")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise ModelError(f"weights file {path} does not exist; pass the model.pt of a training run") from None
-    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as exc:
-        raise ModelError(f"{path} is not a readable PyTorch weights file ({str(exc).splitlines()[0]})") from None
+    except Exception as exc:  # noqa: BLE001 (a cut-short or foreign file raises all kinds: OSError, KeyError, ...)
+        raise ModelError(f"{path} is not a readable PyTorch weights file ({load_failure(exc)})") from None
+    classes = None
 {% if cookiecutter.use_checkpointing %}
-    if isinstance(state.get("model"), dict):
+    if isinstance(state, dict) and isinstance(state.get("model"), dict):
+        classes = state.get("classes", {}).get("names") if isinstance(state.get("classes"), dict) else None
         state = state["model"]
 {% endif %}
-    return {_strip_prefixes(key): value for key, value in state.items()}
+    if not isinstance(state, dict) or not all(isinstance(key, str) for key in state):
+        raise ModelError(f"{path} holds no weights (a {type(state).__name__}); pass the model.pt of a training run")
+    classes = classes or getattr(state, "_metadata", {}).get("", {}).get("classes")
+    return {_strip_prefixes(key): value for key, value in state.items()}, classes
 
 
 def _strip_prefixes(key: str) -> str:
@@ -183,9 +246,16 @@ def stages(model: nn.Module) -> list[nn.Module]:
 
 
 def checkpoint_activations(model: nn.Module) -> None:
-    """--activation-checkpointing (T24): memory for compute. The stages' classes change in place (state_dict keys,
+    """--activation-checkpointing: memory for compute. The stages' classes change in place (state_dict keys,
     copies and saved weights stay as they were). BatchNorm statistics are updated again by each recomputation,
     which only makes them follow a little faster."""
+    if hasattr(model, "set_grad_checkpointing"):  # a timm model knows its own stages
+        try:
+            model.set_grad_checkpointing(True)
+        except (AssertionError, NotImplementedError, RuntimeError):
+            raise ModelError(f"--activation-checkpointing: timm's {type(model).__name__} has none; drop it") from None
+        print("activation checkpointing: the model's blocks recompute their activations in backward", file=sys.stderr)
+        return
     found = stages(model)
     if not found:
         raise ModelError(
@@ -198,7 +268,7 @@ def checkpoint_activations(model: nn.Module) -> None:
 
 
 def check_fits(model: nn.Module, image: torch.Tensor, num_classes: int, cfg) -> None:
-    """Before the first step (T47): one real image through the model, so that data and model that do not fit
+    """Before the first step: one real image through the model, so that data and model that do not fit
     stop with one line naming the flag to change, not a shape error from deep inside a step. Nothing per step."""
     given = f"--model {cfg.model} with --data {cfg.data}"
     try:
@@ -219,10 +289,10 @@ def check_fits(model: nn.Module, image: torch.Tensor, num_classes: int, cfg) -> 
         raise ModelError(f"{given}: the model gives {logits.shape[-1]} class scores for {num_classes} classes")
 
 
-def init_from(model: nn.Module, path: str) -> None:
-    """--init-from (T17): every tensor of a weights file or checkpoint whose name and shape match this model's
+def init_from(model: nn.Module, path: str, classes: list[str]) -> None:
+    """--init-from: every tensor of a weights file or checkpoint whose name and shape match this model's
     (after DDP's and torch.compile's prefixes), the rest left as built; a few lines say what was taken."""
-    source, own = load_state_dict(path), model.state_dict()
+    (source, source_classes), own = read_weights(path), model.state_dict()
     taken = {name: tensor for name, tensor in source.items() if name in own and own[name].shape == tensor.shape}
     if not taken:
         raise ModelError(f"--init-from {path}: no tensor matches this model by name and shape; is it the same model?")
@@ -237,11 +307,15 @@ def init_from(model: nn.Module, path: str) -> None:
         if names:
             more = f" and {len(names) - 3} more" if len(names) > 3 else ""
             print(f"  {what}: {', '.join(names[:3])}{more}", file=sys.stderr)
+    if source_classes and source_classes != classes and not left["other shape (left as built)"]:
+        print(f"  its output layer was trained for other classes ({', '.join(source_classes)[:200]})", file=sys.stderr)
 
 
-def load_weights(model: nn.Module, path) -> None:
+def load_weights(model: nn.Module, path) -> list[str] | None:
+    """Load a weights file into `model`; return the class names saved with it."""
+    state, classes = read_weights(path)
     try:
-        model.load_state_dict(load_state_dict(path))
+        model.load_state_dict(state)
     except RuntimeError as exc:
-        mismatch = " ".join(str(exc).split("\n", 1)[-1].split())
-        raise ModelError(f"{path} does not fit this model: {mismatch[:300]}") from None
+        raise ModelError(f"{path} does not fit this model: {state_dict_mismatch(exc)}") from None
+    return classes

@@ -7,6 +7,7 @@ from torch import nn
 
 {% if cookiecutter.use_layerwise_lr %}
 from .config import parse_lr_mults
+from .errors import ModelError
 from .models import check_patterns, name_matches
 
 {% endif %}
@@ -15,10 +16,10 @@ DEFAULT_LR = {"sgd": 0.05, "adamw": 1e-3}
 
 {% if cookiecutter.use_layerwise_lr %}
 def parameter_groups(model: nn.Module, weight_decay: float, lr: float, lr_mults: dict[str, float]) -> list[dict]:
-    """One group per (LR multiplier, weight decay) pair, trainable parameters only (T21).
+    """One group per (LR multiplier, weight decay) pair, trainable parameters only.
 
     A parameter takes the multiplier of the first pattern that matches its name, else 1. Biases and norm
-    weights (ndim <= 1) get no weight decay (T36).
+    weights (ndim <= 1) get no weight decay.
     """
     check_patterns(model, lr_mults, "--lr-mult")
     groups: dict[tuple, list] = {}
@@ -27,6 +28,14 @@ def parameter_groups(model: nn.Module, weight_decay: float, lr: float, lr_mults:
             pattern = next((pattern for pattern in lr_mults if name_matches(name, pattern)), None)
             decay = weight_decay if parameter.ndim > 1 else 0.0
             groups.setdefault((pattern, decay), []).append(parameter)
+    unused = [pattern for pattern in lr_mults if pattern not in {pattern for pattern, _ in groups}]
+    if unused:
+{% if cookiecutter.use_freezing %}
+        why = "is frozen or taken by an earlier pattern"
+{% else %}
+        why = "is taken by an earlier pattern"
+{% endif %}
+        raise ModelError(f"--lr-mult {unused[0]!r} sets no rate: each parameter it matches {why}; drop it")
     param_groups = []
     for (pattern, decay), params in groups.items():
         mult = lr_mults.get(pattern, 1.0)
@@ -50,7 +59,7 @@ def build_optimizer(model: nn.Module, cfg) -> torch.optim.Optimizer:
     groups = parameter_groups(model, cfg.weight_decay, cfg.lr, parse_lr_mults(cfg.lr_mult))
 {% else %}
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Trainable parameters only; biases and norm weights (ndim <= 1) get no weight decay (T36)."""
+    """Trainable parameters only; biases and norm weights (ndim <= 1) get no weight decay."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     return [
         {"params": [p for p in trainable if p.ndim > 1], "weight_decay": weight_decay},
@@ -90,7 +99,7 @@ def warmup_cosine(epoch: int, warmup_epochs: int, epochs: int) -> float:
 
 
 class L1Penalty(nn.Module):
-    """The training loss plus L1 x the sum of |w| over the weights (T35): conv and linear kernels (ndim > 1, as
+    """The training loss plus L1 x the sum of |w| over the weights: conv and linear kernels (ndim > 1, as
     for weight decay), trainable ones only. Keeps the epoch's penalty on the device for the metrics."""
 
     def __init__(self, loss: nn.Module, model: nn.Module, strength: float):

@@ -1,6 +1,7 @@
-"""Pictures of a run (T44): learning curves and a confusion-matrix heatmap, as PNG files."""
+"""Pictures of a run: learning curves and a confusion-matrix heatmap, as PNG files."""
 
 import csv
+from collections import Counter
 from pathlib import Path
 
 import matplotlib
@@ -10,27 +11,99 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from .errors import UserError  # noqa: E402
+from .errors import DataError, UserError, first_line  # noqa: E402
 from .files import replacing  # noqa: E402
+
+HINT = "plot reads the folder of a training run"
 
 
 def read_csv(path: Path) -> list[dict]:
-    with open(path, newline="") as file:
-        return list(csv.DictReader(file))
+    """The rows of a run's CSV; one that cannot be read, names a column twice or has a row longer than its header
+    is a DataError."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as file:  # UTF-8 as the run wrote it; -sig: as Excel saves
+            reader = csv.DictReader(file)
+            rows, header = list(reader), reader.fieldnames or []
+    except (OSError, UnicodeError, csv.Error) as exc:
+        reason = getattr(exc, "strerror", None) or first_line(exc)  # an OSError's without the path again
+        raise DataError(f"cannot read {path} ({reason}); {HINT}") from None
+    repeated = [name for name, count in Counter(header).items() if count > 1]  # a dict row would keep one of them
+    if repeated:
+        raise DataError(f"{path}: the header names {repeated[0]!r} more than once; {HINT}")
+    for number, row in enumerate(rows, 1):
+        if None in row:  # DictReader's key for the values beyond the header's columns
+            raise DataError(f"{path}: row {number} has more values than the header has columns; {HINT}")
+    return rows
+
+
+def numbers(path: Path, rows: list[dict], key: str, kind: type = float) -> list:
+    """One column's values; an empty or non-numeric cell names the file, the row and the column."""
+    values = []
+    for number, row in enumerate(rows, 1):
+        try:
+            values.append(kind(row[key]))
+        except (TypeError, ValueError):  # TypeError: the missing cell (None) of a short row
+            raise DataError(f"{path}: {key!r} in row {number} is {row[key] or ''!r}, not a number; {HINT}") from None
+    return values
+
+
+def panels(columns: list[str]) -> dict[str, list[str]]:
+    """The columns of each panel of the learning curves."""
+    return {
+        "loss": [key for key in columns if key.endswith("_loss")],
+        "accuracy": [key for key in columns if key.endswith("_acc")],
+        "learning rate": [key for key in columns if key == "lr" or key.startswith("lr[")],
+    }
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """metrics.csv's rows, checked: a file train did not write is named here, not drawn as an empty plot."""
+    rows = read_csv(path)
+    if not rows:  # the header alone tells nothing to draw either
+        raise DataError(f"{path} holds no epochs (empty or a header alone); {HINT}")
+    missing = [title for title, keys in panels(list(rows[0])).items() if not keys]  # a panel would stay empty
+    missing = ["'epoch'"] if "epoch" not in rows[0] else missing
+    if missing:
+        raise DataError(f"{path} is not a metrics.csv written by train (no {' or '.join(missing)} column); {HINT}")
+    for number, epoch in enumerate(numbers(path, rows, "epoch", int), 1):  # train writes 1, 2, 3, ... and no other
+        if epoch != number:  # a repeated, missing or negative epoch: rows from elsewhere, or edited
+            raise DataError(f"{path}: 'epoch' in row {number} is {epoch}, not {number}; {HINT}")
+    for key in sum(panels(list(rows[0])).values(), []):
+        numbers(path, rows, key, float)  # checked here, converted where drawn
+    return rows
+
+
+def read_confusion(path: Path) -> tuple[list[list[int]], list[str]]:
+    """confusion_matrix.csv as counts and class names; anything but a square table of counts is named here."""
+    rows = read_csv(path)
+    columns = list(rows[0]) if rows else []
+    if not rows or len(columns) != len(rows) + 1:  # the class names, then one column of counts per class
+        shape = f"{len(rows)} row(s) and {max(len(columns) - 1, 0)} column(s) of counts"
+        raise DataError(f"{path} is not a confusion_matrix.csv written by train ({shape}, not square); {HINT}")
+    classes, names = columns[1:], [row[columns[0]] for row in rows]
+    for number, (name, column) in enumerate(zip(names, classes, strict=True), 1):
+        if name != column:  # the true classes down the first column, the predicted ones across: the same, in order
+            again = " again" if name in names[: number - 1] else ""
+            raise DataError(
+                f"{path}: row {number} is class {name!r}{again}, but column {number} of counts is {column!r}; {HINT}"
+            )
+    counts = [numbers(path, rows, key, int) for key in classes]
+    for key, column in zip(classes, counts, strict=True):
+        for number, count in enumerate(column, 1):
+            if not 0 <= count < 2**63:  # beyond int64 matplotlib cannot draw it; below 0 it is no count
+                raise DataError(f"{path}: {key!r} in row {number} is {count}, not a count from 0 to 2**63 - 1; {HINT}")
+    return [list(row) for row in zip(*counts, strict=True)], names
 
 
 def learning_curves(rows: list[dict]) -> Figure:
     """Loss, accuracy and the learning rate of every parameter group, by epoch."""
     epochs = [int(row["epoch"]) for row in rows]
     figure, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
-    panels = {"loss": [key for key in rows[0] if key.endswith("_loss")]}
-    panels["accuracy"] = [key for key in rows[0] if key.endswith("_acc")]
-    panels["learning rate"] = [key for key in rows[0] if key == "lr" or key.startswith("lr[")]
-    for axis, (title, keys) in zip(axes, panels.items(), strict=True):
+    for axis, (title, keys) in zip(axes, panels(list(rows[0])).items(), strict=True):
         for key in keys:
             axis.plot(epochs, [float(row[key]) for row in rows], marker="o", label=key)
         axis.set(title=title, xlabel="epoch")
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers: no 1.5 ticks
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole epochs: no 1.5 ticks
         axis.legend()
     return figure
 
@@ -42,8 +115,9 @@ def confusion_figure(matrix: list[list[int]], classes: list[str]) -> Figure:
     image = axis.imshow(matrix, cmap="Blues")
     figure.colorbar(image, ax=axis)
     axis.set(xlabel="predicted", ylabel="true", title="confusion matrix")
-    axis.set_xticks(range(len(classes)), classes, rotation=90)
-    axis.set_yticks(range(len(classes)), classes)
+    # class names are text: a "$" in one must not start TeX-like math (parse errors would stop the run)
+    axis.set_xticks(range(len(classes)), classes, rotation=90, parse_math=False)
+    axis.set_yticks(range(len(classes)), classes, parse_math=False)
     if len(classes) <= 30:  # beyond that the numbers would not be readable
         top = max(max(row) for row in matrix) or 1
         for i, row in enumerate(matrix):
@@ -62,14 +136,15 @@ def save(figure: Figure, path: Path) -> Path:
 def plot_run(run_dir: str | Path) -> list[Path]:
     """learning_curves.png from metrics.csv and confusion_matrix.png from confusion_matrix.csv, in the run dir."""
     run_dir = Path(run_dir)
-    if not (run_dir / "metrics.csv").is_file() and not (run_dir / "confusion_matrix.csv").is_file():
+    metrics, confusion = run_dir / "metrics.csv", run_dir / "confusion_matrix.csv"
+    if not metrics.is_file() and not confusion.is_file():
         raise UserError(f"{run_dir} has no metrics.csv or confusion_matrix.csv; pass the output dir of a run")
+    # both read and checked before either picture is drawn: a bad file leaves the folder as it was
+    rows = read_metrics(metrics) if metrics.is_file() else None
+    matrix, classes = read_confusion(confusion) if confusion.is_file() else (None, None)
     written = []
-    if (run_dir / "metrics.csv").is_file():
-        written.append(save(learning_curves(read_csv(run_dir / "metrics.csv")), run_dir / "learning_curves.png"))
-    if (run_dir / "confusion_matrix.csv").is_file():
-        rows = read_csv(run_dir / "confusion_matrix.csv")
-        classes = [row.pop(next(iter(row))) for row in rows]
-        matrix = [[int(count) for count in row.values()] for row in rows]
+    if rows is not None:
+        written.append(save(learning_curves(rows), run_dir / "learning_curves.png"))
+    if matrix is not None:
         written.append(save(confusion_figure(matrix, classes), run_dir / "confusion_matrix.png"))
     return written

@@ -1,4 +1,4 @@
-"""`--profile` (T42): a few training steps under torch.profiler, as a trace and a table of the top operators."""
+"""`--profile`: a few training steps under torch.profiler, as a trace and a table of the top operators."""
 
 import itertools
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from .files import replacing, write_text
+from .files import own_folder, replacing, write_text
 
 
 class ProfiledLoader:
@@ -39,7 +39,7 @@ class ProfiledLoader:
         yield from batches
 
     def write(self, profiler: profile, sort_by: str) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
+        own_folder(self.out)  # a planted link is replaced, not followed
         with replacing(self.out / "trace.json") as file:
             profiler.export_chrome_trace(file.name)  # by name: the profiler writes the file itself
         write_text(self.out / "top_operators.txt", profiler.key_averages().table(sort_by=sort_by, row_limit=25))

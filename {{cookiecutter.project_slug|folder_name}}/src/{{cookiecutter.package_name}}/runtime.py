@@ -44,7 +44,7 @@ def gpu_ids(gpus: str) -> list[str]:
 
 
 def select_gpus(gpus: str, deterministic: bool = False) -> None:
-    """Export `gpus` as CUDA_VISIBLE_DEVICES (T01), and for --deterministic cuBLAS's fixed workspace (T04): both
+    """Export `gpus` as CUDA_VISIBLE_DEVICES, and for --deterministic cuBLAS's fixed workspace: both
     are read once, when CUDA and cuBLAS start, so this runs before anything else."""
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids(gpus))
     if deterministic:
@@ -59,7 +59,7 @@ def no_visible_gpu(gpus: str) -> DeviceError:
 
 
 def resolve_device(requested: str, gpus: str) -> torch.device:
-    """`auto` picks the first visible GPU, else the CPU with one line saying so (T02)."""
+    """`auto` picks the first visible GPU, else the CPU with one line saying so."""
     if torch.cuda.is_available() and requested != "cpu":
         if torch.cuda.device_count() > 1:
             notice = f"{torch.cuda.device_count()} GPUs visible: this single process trains on the first of them."
@@ -67,13 +67,13 @@ def resolve_device(requested: str, gpus: str) -> torch.device:
         return torch.device("cuda", 0)
     if requested == "cuda":
         raise no_visible_gpu(gpus)
-    if requested == "auto":
+    if requested == "auto" and gpu_ids(gpus):  # GPUs were asked for; none is news to whoever chose the CPU
         print("CUDA is not available: running on the CPU.", file=sys.stderr)  # stdout carries results only
     return torch.device("cpu")
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:
-    """Seed python, numpy and torch (T03); trade cudnn.benchmark for repeatability on request (T04)."""
+    """Seed python, numpy and torch; trade cudnn.benchmark for repeatability on request."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

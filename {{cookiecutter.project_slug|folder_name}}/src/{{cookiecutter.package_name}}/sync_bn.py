@@ -1,4 +1,5 @@
-"""SyncBatchNorm (T22): BatchNorm statistics over the whole global batch instead of each GPU's share."""
+{% if cookiecutter.use_sync_bn %}
+"""SyncBatchNorm: BatchNorm statistics over the whole global batch instead of each GPU's share."""
 
 import sys
 
@@ -18,6 +19,14 @@ def convert_sync_bn(model: nn.Module, device: torch.device, enabled: bool = True
     if not enabled:
         return model
     if is_distributed_cuda(device):
+        if type(model).__module__.startswith("timm."):  # its BatchNormAct2d keeps its activation through timm's own
+            from timm.layers import convert_sync_batchnorm
+
+            return convert_sync_batchnorm(model)
         return nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    print("SyncBatchNorm needs a distributed CUDA job: keeping BatchNorm for this run.", file=sys.stderr)
+    dist = torch.distributed
+    # one process: nothing to sync; several: said once, by rank 0
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and dist.get_rank() == 0:
+        print("SyncBatchNorm needs CUDA: each CPU process keeps BatchNorm over its own share.", file=sys.stderr)
     return model
+{% endif %}

@@ -1,3 +1,4 @@
+{% set stops_mid_epoch = cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
 """`train(cfg)`: the whole training run, callable from the command line and from tests."""
 
 import dataclasses
@@ -14,10 +15,10 @@ from torchinfo import summary
 from .amp import make_scaler, resolve_precision
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
-from .checkpoint import GracefulStop, check_continuation, find_checkpoint, resume, save_checkpoints
+from .checkpoint import ClassNames, GracefulStop, check_continuation, find_checkpoint, resume, save_checkpoints
 {% endif %}
 from .config import TrainConfig, save_config
-from .data import NO_FLIP, Data, build_data, default_image_size, describe_data, resolve_normalisation
+from .data import NAMED_DATA, NO_FLIP, Data, build_data, default_image_size, describe_data, resolve_normalisation
 {% if cookiecutter.use_distributed %}
 from .distributed import barrier, broadcast, is_distributed, is_main, setup, teardown, world_size, wrap
 {% endif %}
@@ -34,10 +35,11 @@ from .metrics import write_csv, write_reports
 {% if cookiecutter.use_mixup %}
 from .mixup import build_mix
 {% endif %}
-from .models import build_model, check_fits, checkpoint_activations, init_from
+from .models import build_model, check_fits, checkpoint_activations, init_from, pretrained_preprocessing, weights_file
 from .optim import DEFAULT_LR, L1Penalty, build_optimizer, build_scheduler, learning_rates
 from .plots import plot_run
 from .profiling import ProfiledLoader
+from .run_folder import RunFolder, releasing_run_folders
 from .runtime import resolve_device, seed_everything
 {% if cookiecutter.use_sync_bn %}
 from .sync_bn import convert_sync_bn
@@ -51,15 +53,21 @@ ANSWERS = resources.files(__package__) / "answers.json"  # the template answers 
 
 def resolve(cfg: TrainConfig) -> TrainConfig:
     """Fill in every automatic value so that the saved config reproduces the run exactly."""
+    size, mean, std = pretrained_preprocessing(cfg.model) if cfg.pretrained else (None, None, None)
     cfg = dataclasses.replace(
         cfg,
-        image_size=cfg.image_size or default_image_size(cfg.data),
+        image_size=cfg.image_size or size or default_image_size(cfg.data),
         lr=cfg.lr or DEFAULT_LR[cfg.optimizer],
         num_workers=cfg.num_workers if cfg.num_workers is not None else _default_workers(cfg.data),
-        output_dir=cfg.output_dir or _default_output_dir(cfg),
+        output_dir=os.path.abspath(cfg.output_dir or _default_output_dir(cfg)),  # printed commands work anywhere
+        data=cfg.data if cfg.data in NAMED_DATA else os.path.abspath(cfg.data),
+        data_root=os.path.abspath(cfg.data_root),
+        split=cfg.split and os.path.abspath(cfg.split),
         hflip=cfg.hflip if cfg.hflip is not None else cfg.data not in NO_FLIP,
     )
     cfg = dataclasses.replace(cfg, split=cfg.split or _own_split(Path(cfg.output_dir), cfg))
+    if cfg.mean is None:  # pretrained weights: the statistics they were trained with
+        cfg = dataclasses.replace(cfg, mean=mean, std=std)
     mean, std = resolve_normalisation(cfg)
     return dataclasses.replace(cfg, mean=mean, std=std)
 
@@ -69,8 +77,17 @@ def _default_workers(source: str) -> int:
 
 
 def _own_split(out: Path, cfg: TrainConfig) -> str | None:
-    """The split.csv this run folder already holds: the run, continued or restarted, validates on the same images."""
+{% if cookiecutter.use_checkpointing %}
+    """The split.csv of the run this one continues or restarts, which validates on the same images: the run
+    folder's own, else the one beside --resume PATH (a resume into a new folder)."""
+    folders = [] if cfg.overwrite else [out]
+    if cfg.resume and cfg.resume != "auto":
+        folders.append(Path(cfg.resume).parent)
+    return next((str(folder / "split.csv") for folder in folders if (folder / "split.csv").is_file()), None)
+{% else %}
+    """The split.csv this run folder already holds: the run, restarted, validates on the same images."""
     return str(out / "split.csv") if (out / "split.csv").is_file() and not cfg.overwrite else None
+{% endif %}
 
 
 def _default_output_dir(cfg: TrainConfig) -> str:
@@ -88,13 +105,17 @@ def _refuse_to_replace(out: Path, cfg: TrainConfig) -> None:
 
 
 {% endif %}
-def _start_run_dir(out: Path, cfg: TrainConfig, data: Data) -> None:
+def _start_run_dir(folder: RunFolder, cfg: TrainConfig, data: Data) -> None:
     """The run's own files, written once the run is sure to start: a refused run leaves the folder as it was."""
+    folder.claim()
+    out = folder.path
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, out / "config.yaml")
+        # the markers of a run folder first: a start cut short leaves a folder that is recognised as a run's
         write_text(out / "classes.txt", "\n".join(data.classes) + "\n")
         write_text(out / "answers.json", ANSWERS.read_text(encoding="utf-8"))
+        # data split here or read from a split.csv: the folder's own split.csv, written below, holds that split
+        # (and goes with the folder wherever it is copied or moved); an earlier run's split.csv is not needed again
+        save_config(dataclasses.replace(cfg, split=None) if data.rows else cfg, out / "config.yaml")
         describe_data(data, out)
     except OSError as exc:
         raise OutputError(f"cannot write to output dir {out} ({exc.strerror}); pick another --output-dir") from None
@@ -105,21 +126,19 @@ def _format(row: dict) -> str:
     return "  ".join(parts)
 
 
-{% if cookiecutter.use_ema %}
-def _save_results(out: Path, model: nn.Module, ema, cfg: TrainConfig) -> None:
-{% else %}
-def _save_results(out: Path, model: nn.Module, cfg: TrainConfig) -> None:
-{% endif %}
-    """The final weights{{ ' (and the averaged ones)' if cookiecutter.use_ema else '' }} and the pictures of the run."""
-    save(model.state_dict(), out / "model.pt")
-{% if cookiecutter.use_ema %}
-    if ema:
-        save(ema.module.state_dict(), out / "ema.pt")
-{% endif %}
+def _best(rows: list[dict]) -> dict:
+    return max(rows, key=lambda row: row["val_acc"])
+
+
+def _save_results(out: Path, weights: dict[str, nn.Module], cfg: TrainConfig, classes: list[str]) -> None:
+    """The final weights, a file per model, and the pictures of the run."""
+    for name, model in weights.items():
+        save(weights_file(model, classes), out / name)
     if cfg.plots:
         plot_run(out)
 
 
+@releasing_run_folders
 def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_distributed %}
     device = setup(cfg.device, cfg.gpus, cfg.dist_timeout) or resolve_device(cfg.device, cfg.gpus)
@@ -132,8 +151,9 @@ def train(cfg: TrainConfig) -> dict:
     seed_everything(cfg.seed, cfg.deterministic)
     cfg = resolve(cfg)
 {% endif %}
-    torch.autograd.set_detect_anomaly(cfg.detect_anomaly)  # T25
+    torch.autograd.set_detect_anomaly(cfg.detect_anomaly)
     out = Path(cfg.output_dir)
+    folder = RunFolder(out, cfg.overwrite)  # never a folder of other files
 {% if cookiecutter.use_checkpointing %}
     found = find_checkpoint(cfg.resume, out)  # checked before anything is written: a refused run changes nothing
     if not cfg.overwrite:
@@ -151,7 +171,7 @@ def train(cfg: TrainConfig) -> dict:
         )
     model = build_model(cfg.model, len(data.classes), cfg.pretrained, cfg.init)
     if cfg.init_from:
-        init_from(model, cfg.init_from)  # T17
+        init_from(model, cfg.init_from, data.classes)
 {% if cookiecutter.use_sync_bn %}
     model = convert_sync_bn(model, device, cfg.sync_bn)
 {% endif %}
@@ -159,11 +179,11 @@ def train(cfg: TrainConfig) -> dict:
     freeze(model, cfg.freeze)
 {% endif %}
     if cfg.activation_checkpointing:
-        checkpoint_activations(model)  # T24
+        checkpoint_activations(model)
     model.to(device, memory_format=torch.channels_last if cfg.channels_last else torch.preserve_format)
     sample = data.val.dataset[0][0][None].to(device)  # one real image
-    check_fits(model, sample, len(data.classes), cfg)  # T47
-    print(summary(model, input_data=sample, depth=2, mode="eval", verbose=0))  # T14/T15
+    check_fits(model, sample, len(data.classes), cfg)
+    print(summary(model, input_data=sample, depth=2, mode="eval", verbose=0))
     optimizer = build_optimizer(model, cfg)
 {% if cookiecutter.use_ema %}
     ema = build_ema(model, cfg.ema_decay)  # of the plain model: identical on every process
@@ -176,11 +196,11 @@ def train(cfg: TrainConfig) -> dict:
 {% endif %}
     scheduler = build_scheduler(optimizer, cfg)
 {% if cookiecutter.use_label_smoothing %}
-    criterion = nn.CrossEntropyLoss(weight=data.class_weights, label_smoothing=cfg.label_smoothing)  # T33
+    criterion = nn.CrossEntropyLoss(weight=data.class_weights, label_smoothing=cfg.label_smoothing)
 {% else %}
     criterion = nn.CrossEntropyLoss(weight=data.class_weights)
 {% endif %}
-    criterion = L1Penalty(criterion, model, cfg.l1) if cfg.l1 else criterion  # T35: nothing at all when 0
+    criterion = L1Penalty(criterion, model, cfg.l1) if cfg.l1 else criterion  # nothing at all when 0
 {% if cookiecutter.use_amp %}
     scaler = make_scaler(cfg.precision, device)
 {% endif %}
@@ -189,6 +209,7 @@ def train(cfg: TrainConfig) -> dict:
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
     stateful = {"model": model, "optimizer": optimizer, "scheduler": scheduler{{ ', "scaler": scaler' if cookiecutter.use_amp else '' }}}
+    stateful["classes"] = ClassNames(data.classes)  # a resume onto data with other classes is refused
 {% if cookiecutter.use_ema %}
     if ema:
         stateful["ema"] = ema
@@ -199,10 +220,10 @@ def train(cfg: TrainConfig) -> dict:
 {% endif %}
 {% if cookiecutter.use_distributed %}
     if is_main():
-        _start_run_dir(out, cfg, data)
+        _start_run_dir(folder, cfg, data)
     barrier()
 {% else %}
-    _start_run_dir(out, cfg, data)
+    _start_run_dir(folder, cfg, data)
 {% endif %}
     print(f"run folder: {out}")
 {% if cookiecutter.use_distributed %}
@@ -215,6 +236,11 @@ def train(cfg: TrainConfig) -> dict:
 {% elif cookiecutter.use_tensorboard %}
     board = TensorBoardLog(out / "tensorboard", cfg) if cfg.tensorboard else None
 {% endif %}
+{% set precision = ", cfg.precision" if cookiecutter.use_amp else "" %}
+
+    def validate(net: nn.Module) -> dict:
+        return evaluate(net, data.val, device, len(data.classes), cfg.max_steps_per_epoch{{ precision }})
+
 {% if cookiecutter.use_checkpointing %}
     stop = GracefulStop()
     for epoch in stop.epochs(range(len(rows) + 1, cfg.epochs + 1)):
@@ -224,30 +250,52 @@ def train(cfg: TrainConfig) -> dict:
         start = time.perf_counter()
         row = {"epoch": epoch}
         rates = learning_rates(optimizer)
-{% set tricks = (", scaler" if cookiecutter.use_amp else "") + (", mix" if cookiecutter.use_mixup else "") + (", ema" if cookiecutter.use_ema else "") %}
 {% if cookiecutter.use_distributed %}
         if is_distributed():
             data.train.sampler.set_epoch(epoch)  # a new shuffle every epoch
 {% endif %}
-{% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
-{% set tricks = tricks + ", stop=stop" %}
+{# The loop's tricks, by keyword: each one that changes the training step adds its line here. #}
+{% set loop_tricks %}
+{% if cookiecutter.use_amp %}
+scaler=scaler,
 {% endif %}
+{% if cookiecutter.use_mixup %}
+mix=mix,
+{% endif %}
+{% if cookiecutter.use_ema %}
+ema=ema,
+{% endif %}
+{% if stops_mid_epoch %}
+stop=stop,
+{% endif %}
+{% endset %}
         try:
-            row |= train_one_epoch(trained, loader, criterion, optimizer, device, cfg{{ tricks }})
+{% if loop_tricks.strip() %}
+            row |= train_one_epoch(
+                trained,
+                loader,
+                criterion,
+                optimizer,
+                device,
+                cfg,
+{{ loop_tricks | trim | indent(16, first=True) }}
+            )
+{% else %}
+            row |= train_one_epoch(trained, loader, criterion, optimizer, device, cfg)
+{% endif %}
         except TrainingDiverged as exc:  # nothing of this epoch is saved: the last checkpoint stays good
             raise TrainingDiverged(f"epoch {epoch}: {exc}") from None
         if cfg.l1:
             row["l1_penalty"] = criterion.epoch_mean()  # its share of train_loss
-{% if cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
+{% if stops_mid_epoch %}
         if stop:  # stopped mid-epoch: drop it, the checkpoint of the previous epoch is where to resume
             break
 {% endif %}
-{% set precision = ", cfg.precision" if cookiecutter.use_amp else "" %}
-        val = evaluate(model, data.val, device, len(data.classes), cfg.max_steps_per_epoch{{ precision }})
+        val = validate(model)
         row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"]}
 {% if cookiecutter.use_ema %}
         if ema:
-            averaged = evaluate(ema.module, data.val, device, len(data.classes), cfg.max_steps_per_epoch{{ precision }})
+            averaged = validate(ema.module)
             row |= {"ema_val_loss": averaged["val_loss"], "ema_val_acc": averaged["val_acc"]}
 {% endif %}
         scheduler.step()
@@ -270,7 +318,7 @@ def train(cfg: TrainConfig) -> dict:
         save_checkpoints(out, stateful, data.train.generator, rows, cfg)
 {% endif %}
         print(_format(row))
-        best = max(rows, key=lambda r: r["val_acc"])
+        best = _best(rows)
         if cfg.patience and epoch - best["epoch"] >= cfg.patience:
             print(f"early stop: val_acc has not improved for {cfg.patience} epochs since epoch {best['epoch']}")
             break
@@ -278,18 +326,23 @@ def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_checkpointing %}
     stop.exit_if_stopped(out)
 {% endif %}
-    weights = out / "model.pt"
+{% if cookiecutter.use_ema %}
+    final = {"model.pt": model, "ema.pt": ema.module} if ema else {"model.pt": model}
+{% else %}
+    final = {"model.pt": model}
+{% endif %}
 {% if cookiecutter.use_distributed %}
     if is_main():
-        _save_results(out, model{{ ', ema' if cookiecutter.use_ema else '' }}, cfg)
+        _save_results(out, final, cfg, data.classes)
     teardown()
 {% else %}
-    _save_results(out, model{{ ', ema' if cookiecutter.use_ema else '' }}, cfg)
+    _save_results(out, final, cfg, data.classes)
 {% endif %}
-    best = max(rows, key=lambda r: r["val_acc"])
+    best = _best(rows)
 {% if cookiecutter.use_tensorboard %}
     if board:
         board.finish(best["val_acc"])
 {% endif %}
+    weights = out / "model.pt"
     print(f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}); weights: {weights}")
     return {"best_val_acc": best["val_acc"], "weights": weights, "metrics": rows, "config": cfg, "model": model}

@@ -1,0 +1,105 @@
+"""Static checks of a render: no leftover Jinja, files that parse, imports that resolve, and ruff."""
+
+import ast
+import functools
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+from render import package_of
+from ruff.__main__ import find_ruff_bin
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+RUFF = find_ruff_bin()  # the binary itself: no Python start-up per check
+LEFTOVER_JINJA = ("{{", "}}", "{%", "%}", "cookiecutter.")
+
+
+def assert_valid_files(project: Path) -> None:
+    """No leftover Jinja in any file; every Python file parses and its imports of the package resolve;
+    every TOML and YAML file parses."""
+    facts = {}
+    for path in project.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            if ".github" in path.parts:  # GitHub's own ${{ expressions }} are copied without rendering
+                text = re.sub(r"\$\{\{[^{}]*\}\}", "", text)
+            text = text.replace(".cookiecutter.json", "")  # the answers file's name is not a leftover
+            assert not [token for token in LEFTOVER_JINJA if token in text], path
+            try:
+                found = _file_facts(path.suffix, text)
+            except Exception as exc:  # noqa: BLE001 (any parse error fails the render, named)
+                raise AssertionError(f"{path}: {exc}") from exc
+            if found is not None:
+                facts[path] = found
+    assert_imports_resolve(project, facts)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_facts(suffix: str, text: str) -> tuple | None:
+    """Parse one file; for Python, what resolving imports needs: (its imports from modules, its top-level names).
+    Cached by content: across the matrix most files repeat word for word, so each distinct text parses once."""
+    if suffix == ".toml":
+        tomllib.loads(text)
+    elif suffix in (".yaml", ".yml"):
+        yaml.safe_load(text)
+    if suffix != ".py":
+        return None
+    tree = ast.parse(text)  # what else the compiler would refuse, ruff reports: every render is ruffed too
+    imports = tuple(
+        (node.level, node.module, tuple(alias.name for alias in node.names))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+    )
+    return imports, frozenset(_top_level_names(tree))
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {target.id for target in targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+def assert_imports_resolve(project: Path, facts: dict[Path, tuple]) -> None:
+    """Independently of the registry of tricks (tests/tricks.py): every import of the package (relative in src/,
+    absolute in tests/) names a module the render has and a name that module defines, and every module is imported
+    somewhere. A render that lost a needed file, or kept a file of a feature that is off, fails here."""
+    package = package_of(project)
+    modules = {path.stem: names for path, (_, names) in facts.items() if path.parent == project / "src" / package}
+    imported = set()
+    for path, (imports, _) in facts.items():
+        for level, from_module, names in imports:
+            if level == 1:
+                module = from_module or ""
+            elif level == 0 and from_module and from_module.split(".")[0] == package:
+                module = from_module.partition(".")[2]
+            else:
+                continue
+            for name in names:
+                if module:
+                    assert module in modules, f"{path.relative_to(project)}: no module {package}.{module}"
+                    assert name in modules[module], f"{path}: {module} lacks {name}"
+                    imported.add(module)
+                else:
+                    assert name in modules, f"{path.relative_to(project)}: no module {package}.{name}"
+                    imported.add(name)
+    orphans = set(modules) - imported - {"__init__", "__main__"}
+    assert not orphans, f"modules nothing imports (left over?): {sorted(orphans)}"
+
+
+def assert_ruff_clean(*projects: Path) -> None:
+    """ruff check and ruff format --check, each project under its own pyproject settings, in one run."""
+    for command in (["check", "--no-cache", "--quiet"], ["format", "--no-cache", "--check", "--quiet"]):
+        done = subprocess.run([RUFF, *command, *map(str, projects)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr

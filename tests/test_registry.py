@@ -1,0 +1,106 @@
+"""The registry of tricks (tests/tricks.py) agrees with the template: an entry for every yes/no prompt and a prompt for
+every entry, and the files, config keys and flags each entry names exist in the all-on render; its breakages are
+entries of the mutation check, and the tricks it says need another are those the pre-generation hook refuses alone."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from render import YES_NO, baked_project, package_of, refused_by_the_hook, render_files
+from runners import run_in
+from test_mutations import MUTATIONS
+from tricks import ENTRIES, MODEL_PARTS, NAMED, REGISTRY, TRICKS, smoke_flags
+
+BY_SHORT = {trick.short: trick for trick in ENTRIES}
+each_entry = pytest.mark.parametrize("trick", ENTRIES, ids=[trick.short for trick in ENTRIES])
+
+
+@pytest.fixture(scope="module")
+def all_on(cookies_session) -> Path:
+    return baked_project(cookies_session, **NAMED["all-on"])
+
+
+@pytest.fixture(scope="module")
+def train_help(all_on) -> str:
+    """`python -m <package> train --help` of the all-on render (it answers without importing torch)."""
+    return run_in(all_on, "-m", package_of(all_on), "train", "--help", timeout=60).stdout
+
+
+def test_every_yes_no_prompt_has_an_entry_and_every_entry_a_prompt():
+    no_entry = sorted(set(YES_NO) - {trick.prompt for trick in ENTRIES})
+    assert not no_entry, f"yes/no prompts of cookiecutter.json without an entry in tests/tricks.py: {no_entry}"
+    no_prompt = [trick.prompt or trick.short for trick in ENTRIES if trick.prompt not in YES_NO]
+    assert not no_prompt, f"entries of tests/tricks.py without a yes/no prompt in cookiecutter.json: {no_prompt}"
+    assert len(REGISTRY) == len(ENTRIES) and TRICKS == YES_NO, "a prompt with two entries"
+    assert all(trick.short for trick in ENTRIES) and len(BY_SHORT) == len(ENTRIES), "short names must differ"
+
+
+@each_entry
+def test_each_entrys_files_are_in_the_all_on_render(trick, all_on):
+    package = Path("src", package_of(all_on))
+    missing = [path for path in trick.files if not (all_on / path.format(package=package)).is_file()]
+    assert not missing, f"{trick.prompt}: the all-on render lacks {missing}"
+
+
+def test_the_files_only_tricks_add_are_the_entries(all_on, cookies_session):
+    """What the all-on render has and the all-off one lacks is exactly what the entries list: a trick's new file
+    that no entry names fails here."""
+    all_off = baked_project(cookies_session, **NAMED["all-off"])
+    package = Path("src", package_of(all_on))
+    listed = {str(Path(path.format(package=package))) for trick in ENTRIES for path in trick.files}
+    added = set(render_files(all_on)) - set(render_files(all_off))
+    assert added == listed, f"in no entry: {sorted(added - listed)}; named but not added: {sorted(listed - added)}"
+
+
+def config_fields(project: Path) -> tuple[set[str], set[str]]:
+    """(the fields of TrainConfig in config.py, those that config.yaml leaves out: PER_INVOCATION)."""
+    tree = ast.parse((project / "src" / package_of(project) / "config.py").read_text())
+    fields, per_invocation = set(), set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "TrainConfig":
+            fields = {item.target.id for item in node.body if isinstance(item, ast.AnnAssign)}
+        elif isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PER_INVOCATION"]:
+            per_invocation = set(ast.literal_eval(node.value))
+    assert fields, "no TrainConfig in config.py"
+    return fields, per_invocation
+
+
+@each_entry
+def test_each_entrys_config_keys_are_fields_that_config_yaml_keeps(trick, all_on):
+    fields, per_invocation = config_fields(all_on)
+    assert set(trick.config_keys) <= fields, f"{trick.prompt}: not in config.py: {set(trick.config_keys) - fields}"
+    assert not set(trick.config_keys) & per_invocation, f"{trick.prompt}: config.yaml never keeps {per_invocation}"
+
+
+@each_entry
+def test_each_entrys_flags_are_options_of_train(trick, train_help):
+    flags = {flag for model in MODEL_PARTS for flag in smoke_flags([trick.prompt], model) if flag.startswith("--")}
+    flags |= {flag for flag in trick.then if flag.startswith("--")}
+    missing = [flag for flag in sorted(flags) if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", train_help)]
+    assert not missing, f"{trick.prompt}: the all-on render's `train --help` lacks {missing}"
+
+
+@each_entry
+def test_each_entry_names_its_breakages_in_the_mutation_check(trick):
+    assert trick.breakages, f"{trick.prompt}: name the MUTATIONS entries (tests/test_mutations.py) that break it"
+    unknown = [name for name in trick.breakages if name not in MUTATIONS]
+    assert not unknown, f"{trick.prompt}: not in MUTATIONS of tests/test_mutations.py: {unknown}"
+    assert len(set(trick.breakages)) == len(trick.breakages), f"{trick.prompt}: a breakage named twice"
+
+
+@each_entry
+def test_what_an_entry_needs_is_what_the_hook_refuses_it_without(trick):
+    """With every other trick on, one switched off: the hook refuses the render because of this trick (it accepts it
+    with this trick off too) exactly when this entry names that one as needed."""
+    on = NAMED["all-on"]
+    assert not refused_by_the_hook(**on)
+    needed = [
+        other
+        for other in YES_NO
+        if other != trick.prompt
+        and refused_by_the_hook(**{**on, other: False})
+        and not refused_by_the_hook(**{**on, other: False, trick.prompt: False})
+    ]
+    assert needed == ([trick.requires] if trick.requires else []), trick.prompt
+    assert bool(trick.refusal) == bool(trick.requires), f"{trick.prompt}: the hook's message goes with `requires`"

@@ -1,0 +1,420 @@
+"""The registry of tricks: one entry per yes/no prompt of cookiecutter.json, and the only list of what each trick adds
+to a render (its files, the words it leaves, its config keys), how a smoke run switches it on, what that run must
+show with it on and off, what it needs, and the named breakages (tests/test_mutations.py) that break it.
+
+tests/test_registry.py fails until every yes/no prompt has an entry that agrees with the all-on render.
+"""
+
+import dataclasses
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from render import YES_NO, assert_refused, package_of
+from runners import Run, epochs_trained
+
+# Per model: a real module to freeze and the head that gets a learning-rate multiplier ({frozen}, {head} in flags).
+MODEL_PARTS = {
+    "small_cnn": ("features.0", "fc"),
+    "resnet18": ("layer1", "fc"),
+    "mobilenet_v3_small": ("features.0", "classifier"),
+    "efficientnet_b0": ("features.0", "classifier"),
+}
+CLIP = 0.01  # below every smoke run's gradient norm: each step is visibly clipped to it
+SMOOTHING = 0.1
+DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Trick:
+    prompt: str  # its yes/no prompt in cookiecutter.json
+    short: str  # its name in test ids, for `pytest -k <short>`
+    files: tuple[str, ...]  # files a render has exactly when it is on ({package} is src/<package_name>)
+    traces: tuple[str, ...]  # words (lower case) of which some appear in a render exactly when it is on
+    config_keys: tuple[str, ...]  # fields of config.py, saved in each run's config.yaml, exactly when it is on
+    flags: tuple[str, ...]  # train flags that switch it on for real in a smoke run
+    breakages: tuple[str, ...]  # names of MUTATIONS entries (tests/test_mutations.py) that break it
+    at_work: Callable[[Run], None]  # what its smoke run must show when it is on
+    absent: Callable[[Run], None] | None = None  # what its smoke run must show when it is off
+    requires: str | None = None  # a prompt it needs: the pre-generation hook refuses it without
+    refusal: str = ""  # the start of the hook's message then
+    then: tuple[str, ...] = ()  # a second train command of its smoke run, in the same folder: these flags added
+
+
+def _updates(run: Run) -> list[dict]:
+    """Every optimizer update the run attempted (smoke_child._watch_updates), taken or skipped by fp16's scaler."""
+    return [update for epoch in run.seen["epochs"] for update in epoch]
+
+
+def _autocast(run: Run) -> None:
+    if run.seen is not None:
+        assert set(run.seen["logits_dtypes"]) == {DTYPE_NAMES[run.precision]}, "autocast"
+
+
+def _amp(run: Run) -> None:
+    assert run.saved["precision"] == run.precision  # fp16 falls back to bf16 on CPUs
+    _autocast(run)
+
+
+def _distributed(run: Run) -> None:
+    if run.one_process_group:
+        backend = "gloo" if run.device == "cpu" else "nccl"
+        assert f"distributed: world size 1, backend {backend}" in run.log, run.log[-3000:]
+    else:  # started as a plain program: no process group
+        assert "distributed: world size" not in run.log, run.log[-3000:]
+
+
+def _sync_bn(run: Run) -> None:
+    if run.seen is not None and run.one_process_group and run.device == "cuda":  # converted and trained through
+        assert run.seen["sync_bn_layers"] > 0 and "SyncBatchNorm needs" not in run.log, run.log[-3000:]
+    else:  # one CPU process or none: BatchNorm as it is, quietly (its statistics are the whole batch's)
+        assert "SyncBatchNorm" not in run.log, run.log[-3000:]
+        _no_sync_bn(run)
+
+
+def _no_sync_bn(run: Run) -> None:
+    if run.seen is not None:
+        assert run.seen["sync_bn_layers"] == 0
+
+
+def _freezing(run: Run) -> None:
+    assert "frozen parameters:" in run.log, run.log[-3000:]
+    if run.seen is not None:
+        assert run.seen["frozen_unchanged"], "frozen weights changed"
+
+
+def _no_freezing(run: Run) -> None:
+    assert "frozen parameters:" not in run.log
+
+
+def _layerwise_lr(run: Run) -> None:
+    head = MODEL_PARTS[run.model][1]
+    assert float(run.rows[0][f"lr[{head}]"]) == pytest.approx(10 * float(run.rows[0]["lr"]))
+
+
+def _no_layerwise_lr(run: Run) -> None:
+    assert not [key for key in run.rows[0] if key.startswith("lr[")], run.rows[0]
+
+
+def _mixup(run: Run) -> None:
+    if run.seen is not None:
+        assert run.seen["soft_targets"] == run.seen["losses"], "mixup's soft labels"
+        assert run.seen["mixed_inputs"], "the model did not train on the mixed batches"
+
+
+def _no_mixup(run: Run) -> None:
+    if run.seen is not None:
+        assert run.seen["soft_targets"] == 0, "soft labels without mixup"
+
+
+def _smoothed_as_asked(run: Run) -> None:
+    """The loss the loop computes is the cross-entropy of its logits, smoothed by SMOOTHING when the trick is on and
+    not at all when it is off (smoke_child compares each one with that reference)."""
+    if run.seen is not None:
+        assert run.seen["smoothed_losses"] == run.seen["losses"], "label smoothing (or its absence)"
+
+
+def _label_smoothing(run: Run) -> None:
+    assert run.saved["label_smoothing"] == SMOOTHING
+    _smoothed_as_asked(run)
+
+
+def _grad_clipping(run: Run) -> None:
+    if run.seen is None:  # the norm logged is the one before clipping: every step was clipped
+        assert all(float(row["grad_norm"]) > CLIP for row in run.rows), run.rows
+        return
+    taken = [update for update in _updates(run) if update["taken"]]
+    # every step taken got gradients clipped to the limit, measured above it just before
+    assert run.seen["step_norms"] == pytest.approx([CLIP] * len(taken), rel=1e-3), "clipping"
+    for epoch, row in zip(run.seen["epochs"], run.rows, strict=True):
+        norms = [update["norm"] for update in epoch if update["taken"]]
+        assert all(norm is not None and norm > CLIP for norm in norms), f"clipping before each step: {epoch}"
+        # the epoch's grad_norm: the mean over the steps taken; a skipped step's (inf or NaN) norm is left out
+        expected = sum(norms) / len(norms) if norms else 0.0
+        assert float(row["grad_norm"]) == pytest.approx(expected, rel=1e-4), ("grad_norm", row, epoch)
+
+
+def _no_grad_clipping(run: Run) -> None:
+    if run.seen is not None:
+        assert all(update["norm"] is None for update in _updates(run)), "clipping without the trick"
+
+
+def _checkpointing(run: Run) -> None:
+    # resumed where it should: epoch 1 trained once, then epoch 2 after the checkpoint
+    assert run.checkpoint_epochs == [1, 2], run.checkpoint_epochs
+    assert "resumed from" in run.log and epochs_trained(run.log) == [1, 2], run.log[-3000:]
+
+
+def _no_checkpointing(run: Run) -> None:
+    assert run.checkpoint_epochs == [], run.checkpoint_epochs  # no last.pt after any command
+    assert not (run.folder / "best.pt").exists()
+
+
+def _tensorboard(run: Run) -> None:
+    events = (run.folder / "tensorboard").glob("events.out.tfevents.*")
+    assert sum(b"loss/train" in path.read_bytes() for path in events) == run.commands  # scalars of each run
+
+
+def _no_tensorboard(run: Run) -> None:
+    assert not (run.folder / "tensorboard").exists()
+
+
+def _ema(run: Run) -> None:
+    assert (run.folder / "ema.pt").is_file() and 0 <= float(run.rows[0]["ema_val_acc"]) <= 1
+    if run.seen is not None:
+        assert run.seen["ema_updated"] and run.seen["ema_averaged"], run.seen
+        # updated once after each step taken, never after one fp16's scaler skipped
+        updates = _updates(run)
+        assert [update["ema_updates"] for update in updates] == [int(update["taken"]) for update in updates], updates
+
+
+def _no_ema(run: Run) -> None:
+    assert not (run.folder / "ema.pt").exists() and "ema_val_acc" not in run.rows[0]
+
+
+ENTRIES = [
+    Trick(
+        prompt="use_amp",
+        short="amp",
+        files=("{package}/amp.py", "tests/test_amp.py"),
+        traces=("autocast", "gradscaler", "--precision"),
+        config_keys=("precision",),
+        flags=(),  # the render's own default precision
+        breakages=(
+            "autocast switched off",
+            "clipping before unscaling under AMP",
+            "a step fp16's scaler skipped still moves the EMA and counts in grad_norm",
+        ),
+        at_work=_amp,
+        absent=_autocast,  # fp32 logits
+    ),
+    Trick(
+        prompt="use_distributed",
+        short="ddp",
+        files=("{package}/distributed.py", "tests/test_distributed.py"),
+        traces=("torchrun", "distributeddataparallel", "--nproc"),
+        config_keys=("nproc", "dist_timeout"),
+        flags=(),  # the in-process smoke runs join a one-process group (smoke_child); a subprocess run starts none
+        breakages=(
+            "DDP gradients never all-reduced",
+            "rendezvous store on every interface",
+            "more workers than visible GPUs",
+            "every rank draws the same balanced share",
+            "DDP validation padded to even out the ranks",
+            "DDP validation loss not summed over the ranks",
+        ),
+        at_work=_distributed,
+    ),
+    Trick(
+        prompt="use_sync_bn",
+        short="syncbn",
+        files=("{package}/sync_bn.py", "tests/test_sync_bn.py"),
+        traces=("syncbatchnorm", "sync_bn", "sync-bn"),
+        config_keys=("sync_bn",),
+        flags=("--sync-bn",),
+        breakages=("SyncBatchNorm never converted",),
+        at_work=_sync_bn,
+        absent=_no_sync_bn,
+        requires="use_distributed",
+        refusal="use_sync_bn synchronises BatchNorm across the processes of a multi-GPU job, so it needs "
+        "use_distributed",
+    ),
+    Trick(
+        prompt="use_freezing",
+        short="freeze",
+        files=("{package}/freezing.py", "tests/test_freezing.py"),
+        traces=("freeze", "frozen"),
+        config_keys=("freeze",),
+        flags=("--freeze", "{frozen}"),
+        breakages=(
+            "frozen parameters keep training",
+            "frozen BatchNorm statistics keep updating",
+            "every parameter frozen",
+        ),
+        at_work=_freezing,
+        absent=_no_freezing,
+    ),
+    Trick(
+        prompt="use_layerwise_lr",
+        short="lrmult",
+        files=("tests/test_layerwise_lr.py",),
+        traces=("lr_mult", "lr-mult", "layer-wise"),
+        config_keys=("lr_mult",),
+        flags=("--lr-mult", "{head}=10"),
+        breakages=(
+            "layer-wise LR multiplier ignored",
+            "an --lr-mult that sets no rate accepted",
+            "--lr-mult given twice keeps the last",
+        ),
+        at_work=_layerwise_lr,
+        absent=_no_layerwise_lr,
+    ),
+    Trick(
+        prompt="use_mixup",
+        short="mix",
+        files=("{package}/mixup.py", "tests/test_mixup.py"),
+        traces=("mixup", "cutmix"),
+        config_keys=("mixup_alpha", "cutmix_alpha", "cutmix_prob"),
+        flags=("--mixup-alpha", "0.4", "--cutmix-alpha", "1.0"),
+        breakages=("mixup never applied", "train accuracy under mixup against the original labels"),
+        at_work=_mixup,
+        absent=_no_mixup,
+    ),
+    Trick(
+        prompt="use_label_smoothing",
+        short="smooth",
+        files=("tests/test_label_smoothing.py",),
+        traces=("label_smoothing", "label-smoothing", "label smoothing"),
+        config_keys=("label_smoothing",),
+        flags=("--label-smoothing", str(SMOOTHING)),
+        breakages=("label smoothing dropped",),
+        at_work=_label_smoothing,
+        absent=_smoothed_as_asked,  # plain cross-entropy
+    ),
+    Trick(
+        prompt="use_grad_clipping",
+        short="clip",
+        files=("tests/test_grad_clipping.py",),
+        traces=("clip_grad", "clip-grad", "grad_norm"),
+        config_keys=("clip_grad_norm", "clip_grad_norm_type"),
+        flags=("--clip-grad-norm", str(CLIP)),
+        breakages=(
+            "clipping measures but does not clip",
+            "clipping before unscaling under AMP",
+            "grad_norm averaged over batches, not optimizer steps",
+            "a step fp16's scaler skipped still moves the EMA and counts in grad_norm",
+            "accumulation clips each batch's share, not the group's mean gradient",
+        ),
+        at_work=_grad_clipping,
+        absent=_no_grad_clipping,
+    ),
+    Trick(
+        prompt="use_checkpointing",
+        short="ckpt",
+        files=("{package}/checkpoint.py", "tests/test_checkpoint.py"),
+        traces=("last.pt", "best.pt", "resume"),
+        config_keys=(),  # --resume is a flag of one command: config.yaml never keeps it
+        flags=(),
+        breakages=(
+            "resume finds no checkpoint",
+            "resume loads nothing",
+            "resume keeps the fresh random streams",
+            "a finished run taken over",
+            "every visible GPU's random state",
+            "best.pt chosen by validation loss",
+            "garbled random streams a traceback",
+            "a hand-made checkpoint's missing keys a traceback",
+            "--resume PATH ignores its run's config",
+            "--resume auto ignores its run's config",
+            "a resume into a new folder holds out anew",
+            "the stop notice glued to the echoed ^C",
+        ),
+        at_work=_checkpointing,
+        absent=_no_checkpointing,
+        then=("--resume", "auto", "--epochs", "2"),
+    ),
+    Trick(
+        prompt="use_tensorboard",
+        short="tb",
+        files=("{package}/tensorboard_log.py", "tests/test_tensorboard.py"),
+        traces=("tensorboard", "summarywriter"),
+        config_keys=("tensorboard",),
+        flags=(),  # on by default when the prompt put it in
+        breakages=("a full disk under TensorBoard is a thread's traceback",),
+        at_work=_tensorboard,
+        absent=_no_tensorboard,
+    ),
+    Trick(
+        prompt="use_ema",
+        short="ema",
+        files=("{package}/ema.py", "tests/test_ema.py"),
+        traces=("averagedmodel", "ema_decay", "ema-decay", "ema.pt"),
+        config_keys=("ema_decay",),
+        flags=("--ema-decay", "0.9"),
+        breakages=(
+            "EMA never updated",
+            "EMA warm-up dropped",
+            "the EMA counter read on the host",
+            "the EMA figures measured on the trained model",
+            "the EMA decay fixed whatever --ema-decay",
+            "a step fp16's scaler skipped still moves the EMA and counts in grad_norm",
+        ),
+        at_work=_ema,
+        absent=_no_ema,
+    ),
+]
+REGISTRY = {trick.prompt: trick for trick in ENTRIES}
+# The tricks the suite varies, in a fixed order (test ids depend on it): those with an entry and a prompt. One without
+# the other fails tests/test_registry.py rather than the suite's collection.
+TRICKS = sorted(prompt for prompt in REGISTRY if prompt in YES_NO)
+
+
+def smoke_flags(tricks, model: str) -> list[str]:
+    """Train flags that switch every chosen trick on for real."""
+    frozen, head = MODEL_PARTS[model]
+    return [flag.format(frozen=frozen, head=head) for trick in tricks for flag in REGISTRY[trick].flags]
+
+
+def smoke_commands(train: list[str], tricks) -> list[list[str]]:
+    """A smoke run's train commands: `train`, then each second command a chosen trick adds (a resume)."""
+    return [train, *([*train, *REGISTRY[trick].then] for trick in tricks if REGISTRY[trick].then)]
+
+
+def with_requirements(tricks_on) -> list[str]:
+    """The tricks plus those they need (SyncBN needs distributed training)."""
+    return sorted({*tricks_on, *(REGISTRY[t].requires for t in tricks_on if REGISTRY[t].requires)})
+
+
+def answers_for(tricks_on) -> dict:
+    return {trick: trick in with_requirements(tricks_on) for trick in TRICKS}
+
+
+NAMED = {"defaults": {}, "all-on": answers_for(TRICKS), "all-off": answers_for([])}  # the named renders
+
+
+def unmet(answers: dict) -> list[Trick]:
+    """The tricks these answers switch on without the prompt each needs: the hook refuses them."""
+    entries = [REGISTRY[trick] for trick in TRICKS if answers.get(trick)]
+    return [trick for trick in entries if trick.requires and not answers[trick.requires]]
+
+
+def assert_refused_for_what_it_needs(tmp_path: Path, capfd, answers: dict) -> None:
+    """A render switching a trick on without the prompt it needs stops with that trick's one `ERROR:` line and
+    leaves nothing."""
+    expected = [f"ERROR: {trick.refusal}" for trick in unmet(answers)]
+    assert expected, f"nothing for the hook to refuse in {answers}"
+    error = assert_refused(tmp_path, capfd, "extra", **answers)
+    assert any(error.startswith(message) for message in expected), (error, expected)
+
+
+def assert_files_exactly_for(project: Path, tricks_on) -> None:
+    """Each trick's files exist exactly when it is on."""
+    package = Path("src", package_of(project))
+    for trick in ENTRIES:
+        for path in trick.files:
+            assert (project / path.format(package=package)).is_file() == (trick.prompt in tricks_on), path
+
+
+def assert_traces_exactly_for(text: str, tricks_on, where: str = "the render") -> None:
+    """Some of each trick's words appear in `text` (any case) exactly when it is on."""
+    text = text.lower()
+    for trick in ENTRIES:
+        found = [word for word in trick.traces if word in text]
+        if trick.prompt in tricks_on:
+            assert found, f"{trick.prompt} is on but none of {trick.traces} appear in {where}"
+        else:
+            assert not found, f"{trick.prompt} is off but {found} appear in {where}"
+
+
+def check_run(run: Run, tricks_on) -> None:
+    """A smoke run trained to finite losses, saved the config keys of exactly the tricks on, and shows each trick on
+    at work and each one off absent."""
+    assert run.rows, "metrics.csv has no row"
+    assert all(math.isfinite(float(row[key])) for row in run.rows for key in ("train_loss", "val_loss")), run.rows
+    for trick in ENTRIES:
+        on = trick.prompt in tricks_on
+        assert all((key in run.saved) == on for key in trick.config_keys), trick.prompt
+        check = trick.at_work if on else trick.absent
+        if check is not None:
+            check(run)

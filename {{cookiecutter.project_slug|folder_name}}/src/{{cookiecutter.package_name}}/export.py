@@ -1,0 +1,146 @@
+"""`export`: trained weights as a file to ship (ONNX, TorchScript or a torch.export program), kept only once the file
+gives the logits PyTorch gives on validation images. The preprocessing a consumer needs goes beside it, in
+`<file>.json`, and for ONNX into the model's metadata too."""
+
+import contextlib
+import fcntl
+import io
+import json
+import os
+import warnings
+from pathlib import Path
+
+import torch
+
+from .config import EXPORT_FORMATS, EXPORT_TOLERANCE
+from .data import GRAYSCALE, build_data, eval_resize
+from .deployed import EXPORT_EXTRA, load_exported, sidecar_path
+from .errors import DataError, ModelError, OutputError, UserError, one_line
+from .files import cannot_write, replacing
+from .inference import load_run
+
+ONNX_OPSET = 18
+PARITY_IMAGES = 8
+BATCH = torch.export.Dim("batch")  # every format takes any number of images
+
+
+def default_output(weights: Path, file_format: str) -> Path:
+    """model.onnx, model.pt2 and model.torchscript.pt beside model.pt (the weights themselves are a .pt too)."""
+    stem = f"{weights.stem}.torchscript" if file_format == "torchscript" else weights.stem
+    return weights.with_name(stem + EXPORT_FORMATS[file_format])
+
+
+def _check_output(out: Path, weights: Path, file_format: str) -> None:
+    """Only an earlier export (it has a sidecar) is replaced; the suffix tells predict --model-file the format."""
+    suffix = EXPORT_FORMATS[file_format]
+    if out.suffix != suffix:
+        raise UserError(f"--output {out} must end in {suffix} for --format {file_format}")
+    if out.is_dir() or (out.exists() and (out.resolve() == weights.resolve() or not sidecar_path(out).is_file())):
+        raise UserError(f"--output {out} exists and is not an earlier export; pick another file name")
+
+
+def describe(cfg, classes: list[str], file_format: str) -> dict:
+    """The sidecar: what goes in (preprocessing, layout), what comes out (a logit per class, in this order)."""
+    preprocessing = {
+        "grayscale": cfg.data in GRAYSCALE,  # gray images, read as RGB, then as three equal channels
+        "resize": eval_resize(cfg.data, cfg.image_size),  # the shorter side, bilinear
+        "crop": cfg.image_size,  # the centre square
+        "scale": "divide by 255",
+        "mean": cfg.mean,
+        "std": cfg.std,
+    }
+    layout = "float32 NCHW, channels in RGB order; any batch size"
+    return {"format": file_format, "model": cfg.model, "input": layout, "preprocessing": preprocessing,
+            "output": "logits, one per class (softmax gives probabilities)", "classes": classes}  # fmt: skip
+
+
+def parity_images(cfg) -> tuple[torch.Tensor, str]:
+    """A batch of validation images as training saw them, or random inputs when the data is not at hand."""
+    try:
+        images = next(iter(build_data(cfg, torch.device("cpu"), train=False).val))[0][:PARITY_IMAGES]
+        return images, "validation images"
+    except DataError as exc:
+        print(f"no validation images ({one_line(exc)}): comparing on random inputs")
+        return torch.randn(PARITY_IMAGES, 3, cfg.image_size, cfg.image_size), "random inputs"
+
+
+def _onnx(model, example: torch.Tensor, path: str, sidecar: dict) -> None:
+    try:
+        import onnxscript  # noqa: F401 (torch.onnx's exporter needs it)
+    except ImportError:
+        raise ModelError(f"ONNX export needs onnx and onnxscript: {EXPORT_EXTRA}") from None
+    program = torch.onnx.export(
+        model, (example,), dynamo=True, input_names=["images"], output_names=["logits"],
+        dynamic_shapes=({0: BATCH},), opset_version=ONNX_OPSET, verbose=False,
+    )  # fmt: skip
+    program.model.metadata_props.update({key: json.dumps(value) for key, value in sidecar.items()})
+    program.save(path)
+
+
+def _torchscript(model, example: torch.Tensor, path: str, sidecar: dict) -> None:
+    traced, buffer = torch.jit.trace(model, example), io.BytesIO()
+    torch.jit.save(traced, buffer, _extra_files={"preprocessing.json": json.dumps(sidecar)})
+    Path(path).write_bytes(buffer.getbuffer())  # written by Python: a full disk is an OSError, not an abort in C++
+
+
+def _exported_program(model, example: torch.Tensor, path: str, sidecar: dict) -> None:
+    program, buffer = torch.export.export(model, (example,), dynamic_shapes=({0: BATCH},)), io.BytesIO()
+    torch.export.save(program, buffer, extra_files={"preprocessing.json": json.dumps(sidecar)})
+    Path(path).write_bytes(buffer.getbuffer())
+
+
+WRITERS = {"onnx": _onnx, "torchscript": _torchscript, "exported-program": _exported_program}
+
+
+@contextlib.contextmanager
+def _folder_lock(out: Path):
+    """One writer at a time in the output's folder (the lock a training run holds on its folder): two exports into
+    one file would leave the model of one beside the sidecar of the other."""
+    try:
+        descriptor = os.open(out.parent, os.O_RDONLY)
+    except OSError as exc:
+        raise cannot_write(out, exc) from None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise OutputError(f"{out.parent} is in use by a training run or another export; try when it ends") from None
+    try:
+        yield
+    finally:
+        os.close(descriptor)
+
+
+@torch.no_grad()
+def export_model(
+    weights: str, file_format: str, output: str | None = None, tolerance: float = EXPORT_TOLERANCE
+) -> Path:
+    source = Path(weights)
+    out = Path(output) if output else default_output(source, file_format)
+    _check_output(out, source, file_format)
+    cfg, classes, model = load_run(weights, torch.device("cpu"))
+    model = model.float().eval()
+    images, kind = parity_images(cfg)
+    example = images.repeat(2, 1, 1, 1)[: max(2, len(images))]  # a batch of one would fix the batch size at 1
+    sidecar = describe(cfg, classes, file_format)
+    with (
+        _folder_lock(out),
+        replacing(out, suffix=out.suffix) as file,
+        replacing(sidecar_path(out), "w") as side,  # replaced just before the file: the two go together
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore")  # the exporters' notes on tracing and deprecations, not about this model
+        WRITERS[file_format](model, example, file.name, sidecar)
+        expected, got = model(images), load_exported(Path(file.name), file_format)(images)
+        difference = (expected - got).abs().max().item()
+        agreement = (expected.argmax(1) == got.argmax(1)).float().mean().item()
+        found = f"logits within {difference:.1e} of PyTorch's, the same top-1 class for {agreement:.0%}"
+        print(f"parity on {len(images)} {kind}: {found}")
+        if not difference <= tolerance:  # NaN included
+            raise ModelError(
+                f"the {file_format} file's logits differ from PyTorch's by up to {difference:.2e}, more than "
+                f"--tolerance {tolerance:g}; {out} was not written"
+            )
+        side.write(json.dumps(sidecar, indent=2) + "\n")
+    print(f"{file_format}: {out} (preprocessing and classes in {sidecar_path(out)})")
+    return out

@@ -1,0 +1,72 @@
+"""Predictions for image files, whatever model gives them (a training run's or an exported file): the top classes
+of each image, printed and written as a CSV."""
+
+import csv
+import sys
+from pathlib import Path
+
+import torch
+
+from .data import load_rgb
+from .errors import DataError, UserError
+from .files import replacing
+from .layouts import is_image
+
+
+def image_files(paths: list[str]) -> list[Path]:
+    """Files as given, and the images in folders (recursively, in sorted order)."""
+    found = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            found += [file for file in sorted(path.rglob("*")) if is_image(file)]
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise DataError(f"{name}: no such file or folder")
+    if not found:
+        raise DataError(f"no images in {', '.join(paths)}")
+    return found
+
+
+def _check_output(output: Path) -> None:
+    """predict writes a new CSV or replaces one it wrote earlier: never weights, a config or anything else."""
+    if output.is_dir():
+        raise UserError(f"--output {output} is a folder; give a file name such as predictions.csv")
+    if output.exists():
+        with open(output, "rb") as file:
+            header = file.readline()
+        if not header.startswith(b"path,class_1,probability_1"):
+            raise UserError(f"--output {output} exists and holds no predictions; pick another file name")
+
+
+@torch.inference_mode()
+def predict_images(logits_of, transform, classes: list[str], images: list[str], output: str, top_k: int) -> list[dict]:
+    """The top-k classes and probabilities of each image, printed and written to `output`; files that cannot be
+    read as images are listed and counted, not fatal. `logits_of` gives the logits of a batch of one image."""
+    if not 1 <= top_k <= len(classes):
+        raise UserError(f"--top-k must be between 1 and the {len(classes)} classes, got {top_k}")
+    _check_output(Path(output))
+    rows, unreadable = [], []
+    for path in image_files(images):
+        try:
+            batch = transform(load_rgb(str(path))).unsqueeze(0)  # a batch of one
+        except DataError as exc:  # corrupt, not an image, or too large to open safely
+            unreadable.append(path)
+            print(f"skipped: {exc}", file=sys.stderr)
+            continue
+        probabilities, indices = logits_of(batch).softmax(1)[0].topk(top_k)
+        row = {"path": str(path)}
+        for rank, (index, probability) in enumerate(zip(indices.tolist(), probabilities.tolist(), strict=True), 1):
+            row |= {f"class_{rank}": classes[index], f"probability_{rank}": round(probability, 6)}
+        rows.append(row)
+        print("\t".join(f"{value:.4f}" if isinstance(value, float) else value for value in row.values()))
+    if not rows:
+        raise DataError(f"none of the {len(unreadable)} file(s) is a readable image; nothing was predicted")
+    with replacing(Path(output), "w") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    skipped = f"; {len(unreadable)} unreadable file(s) skipped" if unreadable else ""
+    print(f"{len(rows)} predictions written to {output}{skipped}", file=sys.stderr)  # stdout: the predictions alone
+    return rows

@@ -1,0 +1,105 @@
+"""The output dir of a training run: never a folder of other files, one run at a time, and a clean start on
+--overwrite.
+
+A folder is a run's when it holds the files every run writes at its start (MARKERS); an empty or new folder becomes
+one. The run holds an exclusive lock on the folder while it lives (flock, released by the kernel when the process
+ends, however it ends), so a second run into the same folder stops with one line instead of mixing its files in.
+"""
+
+import fcntl
+import functools
+import os
+import shutil
+from pathlib import Path
+
+from .errors import OutputError
+from .files import cannot_write
+
+MARKERS = ("classes.txt", "answers.json")  # a run writes both before its first step; a user's folder has neither
+OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate and features wrote beside them
+    *("config.yaml", "class_counts.csv", "split.csv", "metrics.csv", "per_class.csv", "confusion_matrix.csv"),
+    *("model.pt", "learning_curves.png", "confusion_matrix.png", "profile", "eval-*-*", "features_*.npy"),
+    *("*.onnx", "*.onnx.json", "*.pt2", "*.pt2.json", "*.torchscript.pt", "*.torchscript.pt.json"),  # export's
+{% if cookiecutter.use_checkpointing %}
+    *("last.pt", "best.pt"),
+{% endif %}
+{% if cookiecutter.use_ema %}
+    "ema.pt",
+{% endif %}
+{% if cookiecutter.use_tensorboard %}
+    "tensorboard",
+{% endif %}
+    *MARKERS,  # last: a removal cut short leaves a folder that is still recognised as a run's
+]
+_HELD: dict[Path, int] = {}  # run folder -> its locked descriptor, in this process
+
+
+class RunFolder:
+    """Checked when the run is set up (before anything is written); claimed once the run is sure to start."""
+
+    def __init__(self, path: Path, overwrite: bool):
+        self.path, self.overwrite = Path(path), overwrite
+        self.seen = _listing(self.path)
+        visible = sorted(name for name in self.seen if not name.startswith("."))  # .DS_Store and the like
+        if visible and not all(marker in self.seen for marker in MARKERS):
+            named = ", ".join(visible[:3]) + (", ..." if len(visible) > 3 else "")
+            raise OutputError(
+                f"--output-dir {self.path} holds files that no training run wrote ({named}); "
+                "pick an empty or new folder"
+            )
+
+    def claim(self) -> None:
+        """Create and lock the folder, clear what a killed write left behind, and on --overwrite the old run."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(self.path, os.O_RDONLY)
+        except OSError as exc:
+            raise cannot_write(self.path, exc) from None
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise OutputError(
+                f"another training run is writing into {self.path}; wait for it to end or pick another --output-dir"
+            ) from None
+        _HELD[self.path.resolve()] = descriptor
+        old = [*self.path.glob(".*.tmp"), *self.path.glob(".*.tmp.*")]  # writes cut short by a kill
+        if self.overwrite:
+            old += [path for pattern in OWN_FILES for path in sorted(self.path.glob(pattern))]
+        try:
+            for path in old:
+                _remove(path)
+        except OSError as exc:
+            raise OutputError(f"cannot clear {path} ({exc.strerror}); check the folder's permissions") from None
+
+
+def releasing_run_folders(function):
+    """The run folders a call claims are released when it returns or raises: a caller that goes on (a test, a
+    notebook) does not keep them locked."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        held_before = set(_HELD)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            for folder in set(_HELD) - held_before:
+                os.close(_HELD.pop(folder))
+
+    return call
+
+
+def _listing(path: Path) -> set[str]:
+    try:
+        return set(os.listdir(path))
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        raise OutputError(f"cannot write to output dir {path} ({exc.strerror}); pick another --output-dir") from None
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,207 @@
+"""`export` and `predict --model-file`: each format gives PyTorch's logits at any batch size, carries the
+preprocessing a consumer needs, and predicts as the weights do."""
+
+import csv
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import onnx
+import pytest
+import torch
+from PIL import Image
+
+from {{ cookiecutter.package_name }} import export as export_module
+from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.config import EXPORT_FORMATS, EXPORT_TOLERANCE, TrainConfig
+from {{ cookiecutter.package_name }}.data import build_data, build_transform
+from {{ cookiecutter.package_name }}.deployed import load_exported, preprocessing, sidecar_path
+from {{ cookiecutter.package_name }}.export import describe, export_model
+from {{ cookiecutter.package_name }}.inference import load_run
+from {{ cookiecutter.package_name }}.train import train
+
+CPU = torch.device("cpu")
+FORMATS = list(EXPORT_FORMATS)
+
+
+def trained(config: TrainConfig, model: str) -> Path:
+    return train(replace(config, model=model))["weights"]
+
+
+@pytest.fixture(scope="module")
+def small_cnn_weights(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("export") / "run"
+    config = TrainConfig(data="synthetic", epochs=1, batch_size=16, max_steps_per_epoch=2, device="cpu", plots=False)
+    return trained(replace(config, output_dir=str(run)), "small_cnn")
+
+
+def validation_images(weights: Path) -> torch.Tensor:
+    cfg, _, _ = load_run(str(weights), CPU)
+    return next(iter(build_data(cfg, CPU, train=False).val))[0]
+
+
+def assert_exports_match(weights: Path, file_format: str, tmp_path: Path) -> Path:
+    """Exported, then run at batch sizes 1 and 7 through the file's dynamic batch axis: PyTorch's logits."""
+    out = export_model(str(weights), file_format, str(tmp_path / f"model{EXPORT_FORMATS[file_format]}"))
+    _, classes, model = load_run(str(weights), CPU)
+    run = load_exported(out, file_format)
+    images = validation_images(weights)
+    for size in (1, 7):
+        with torch.no_grad():
+            expected = model(images[:size])
+        got = run(images[:size])
+        assert got.shape == (size, len(classes))
+        torch.testing.assert_close(got, expected, atol=EXPORT_TOLERANCE, rtol=0)
+    return out
+
+
+@pytest.mark.parametrize("file_format", FORMATS)
+def test_each_format_gives_pytorchs_logits_at_any_batch_size_and_carries_its_preprocessing(
+    small_cnn_weights, tmp_path, file_format, capsys
+):
+    out = assert_exports_match(small_cnn_weights, file_format, tmp_path)
+    assert "parity on 8 validation images: logits within" in capsys.readouterr().out
+    cfg, classes, _ = load_run(str(small_cnn_weights), CPU)
+    sidecar = json.loads(sidecar_path(out).read_text())
+    assert sidecar["classes"] == classes and sidecar["format"] == file_format
+    given = sidecar["preprocessing"]
+    assert (given["mean"], given["std"], given["crop"], given["resize"]) == (cfg.mean, cfg.std, cfg.image_size, 32)
+    if file_format == "onnx":
+        proto = onnx.load(str(out))
+        metadata = {entry.key: json.loads(entry.value) for entry in proto.metadata_props}
+        assert metadata["preprocessing"] == given and metadata["classes"] == classes
+        assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param  # a named, dynamic batch axis
+        assert proto.opset_import[0].version >= 18
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("file_format", FORMATS)
+def test_a_torchvision_model_exports_in_each_format(tiny_config, tmp_path, file_format):
+    assert_exports_match(trained(tiny_config, "resnet18"), file_format, tmp_path)
+
+
+@pytest.mark.slow
+def test_a_timm_model_exports_to_onnx(tiny_config, tmp_path):
+    assert_exports_match(trained(tiny_config, "timm/test_resnet"), "onnx", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "data",
+    ["synthetic", "mnist", "folder"],  # a dataset's own size, gray images, photos (resized larger, then cropped)
+)
+def test_the_sidecars_preprocessing_is_the_validation_transform(tmp_path, data):
+    source = str(tmp_path) if data == "folder" else data
+    cfg = TrainConfig(data=source, image_size=24, mean=[0.4, 0.5, 0.6], std=[0.2, 0.25, 0.3])
+    image = Image.fromarray(torch.randint(0, 256, (37, 53, 3), dtype=torch.uint8).numpy())
+    expected = build_transform(source, cfg.image_size, cfg.mean, cfg.std)(image)
+    sidecar = json.loads(json.dumps(describe(cfg, ["a", "b"], "onnx")))  # as a consumer reads it
+    torch.testing.assert_close(preprocessing(sidecar)(image), expected)
+
+
+@pytest.mark.parametrize("file_format", FORMATS)
+def test_predict_from_an_exported_file_equals_predict_from_the_weights(small_cnn_weights, tmp_path, file_format):
+    out = export_model(str(small_cnn_weights), file_format, str(tmp_path / f"model{EXPORT_FORMATS[file_format]}"))
+    images = tmp_path / "images"
+    images.mkdir()
+    for i, size in enumerate([(40, 30), (32, 32), (17, 64)]):
+        pixels = torch.randint(0, 256, (*size, 3), generator=torch.Generator().manual_seed(i), dtype=torch.uint8)
+        Image.fromarray(pixels.numpy()).save(images / f"{i}.png")
+    args = [str(images), "--top-k", "3", "--output"]
+    assert main(["predict", "--weights", str(small_cnn_weights), "--device", "cpu", *args, str(tmp_path / "a")]) == 0
+    assert main(["predict", "--model-file", str(out), *args, str(tmp_path / "b")]) == 0
+    ours, theirs = ([*csv.DictReader((tmp_path / name).open())] for name in ("a", "b"))
+    assert [row["path"] for row in theirs] == [row["path"] for row in ours] and len(ours) == 3
+    for mine, exported in zip(ours, theirs, strict=True):
+        for rank in (1, 2, 3):
+            assert exported[f"class_{rank}"] == mine[f"class_{rank}"]
+            assert float(exported[f"probability_{rank}"]) == pytest.approx(float(mine[f"probability_{rank}"]), abs=1e-5)
+
+
+def test_predict_from_an_exported_file_needs_no_model_definition(small_cnn_weights, tmp_path):
+    out = export_model(str(small_cnn_weights), "exported-program", str(tmp_path / "model.pt2"))
+    image = tmp_path / "one.png"
+    Image.new("RGB", (32, 32), (200, 30, 30)).save(image)
+    package = "{{ cookiecutter.package_name }}"
+    script = f"import sys; from {package}.cli import main; print(main(sys.argv[1:]), sorted(sys.modules))"
+    args = ["predict", "--model-file", str(out), str(image), "--output", str(tmp_path / "p.csv")]
+    env = {**os.environ, "PYTHONPATH": str(Path(export_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=120)
+    code, modules = done.stdout.splitlines()[-1].split(" ", 1)
+    assert code == "0", done.stderr
+    assert f"'{package}.models'" not in modules and f"'{package}.train'" not in modules, modules
+    assert f"'{package}.deployed'" in modules  # what it runs on instead
+
+
+def test_an_export_that_differs_from_pytorch_is_refused_and_nothing_is_written(
+    small_cnn_weights, tmp_path, monkeypatch, capsys
+):
+    def off_by_a_little(path, file_format):
+        run = load_exported(path, file_format)
+        return lambda images: run(images) + 2 * EXPORT_TOLERANCE
+
+    monkeypatch.setattr(export_module, "load_exported", off_by_a_little)
+    out = tmp_path / "model.onnx"
+    assert main(["export", "--weights", str(small_cnn_weights), "--format", "onnx", "--output", str(out)]) == 4
+    err = capsys.readouterr().err
+    assert "error: the onnx file's logits differ from PyTorch's by up to 2.00e-03, more than --tolerance 0.001" in err
+    assert list(tmp_path.iterdir()) == []  # neither the file, nor its sidecar, nor a temporary file
+
+
+def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_path, capsys, monkeypatch):
+    weights = str(small_cnn_weights)
+    (tmp_path / "notes.onnx").write_text("mine")
+    (tmp_path / "model.pt2").write_bytes(b"not a program")
+    sidecar = describe(load_run(weights, CPU)[0], ["a", "b"], "exported-program")
+    (tmp_path / "model.pt2.json").write_text(json.dumps(sidecar))
+    real = export_model(weights, "onnx", str(tmp_path / "real.onnx"))
+    sidecar_path(real).write_text(json.dumps(sidecar))  # two classes: the file gives ten scores
+    (tmp_path / "odd.onnx").write_bytes(real.read_bytes())
+    sidecar_path(tmp_path / "odd.onnx").write_text(json.dumps(sidecar | {"classes": "ab"}))
+    image = tmp_path / "one.png"
+    Image.new("RGB", (8, 8)).save(image)
+    beside = export_model(weights, "torchscript")  # in the run folder, where evaluate reads its config
+    cases = [
+        (["export", "--weights", weights, "--format", "torchscript", "--output", str(tmp_path / "m.onnx")],
+         "must end in .pt for --format torchscript"),
+        (["export", "--weights", weights, "--format", "onnx", "--output", str(tmp_path / "notes.onnx")],
+         "exists and is not an earlier export"),
+        (["export", "--weights", str(tmp_path / "none.pt"), "--format", "onnx"], "does not exist"),
+        (["predict", "--model-file", str(tmp_path / "notes.onnx"), str(image)], "notes.onnx.json, the preprocessing"),
+        (["predict", "--model-file", str(tmp_path / "model.pt2"), str(image)], "is not a readable exported-program"),
+        (["predict", "--model-file", str(tmp_path / "model.bin"), str(image)], "an exported file is .onnx (onnx)"),
+        (["predict", "--model-file", str(tmp_path / "model.pt2"), "--tta", str(image)], "--tta works with --weights"),
+        (["predict", "--model-file", str(real), str(image)], "gives 10 class scores, its sidecar names 2 classes"),
+        (["predict", "--model-file", str(tmp_path / "odd.onnx"), str(image)], "its classes are not a list of names"),
+        (["export", "--weights", weights, "--format", "onnx"], "is in use by a training run or another export"),
+        (["evaluate", "--weights", str(beside), "--device", "cpu"], "is an exported file, not weights; run it with"),
+    ]  # fmt: skip
+    held = os.open(small_cnn_weights.parent, os.O_RDONLY)  # as a run training into that folder holds it
+    fcntl.flock(held, fcntl.LOCK_EX)
+    for args, message in cases:
+        assert main(args) != 0, args
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (args, err)
+    os.close(held)
+    assert (tmp_path / "notes.onnx").read_text() == "mine"
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # not installed
+    (tmp_path / "notes.onnx.json").write_text(json.dumps(sidecar))
+    assert main(["predict", "--model-file", str(tmp_path / "notes.onnx"), str(image)]) == 4
+    assert 'error: ONNX files run with onnxruntime: pip install -e ".[export]"' in capsys.readouterr().err
+
+
+def test_the_tolerance_is_stated_in_the_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    assert f"(default {EXPORT_TOLERANCE:g})" in capsys.readouterr().out
+{% if cookiecutter.use_checkpointing %}
+
+
+def test_a_checkpoint_exports_as_the_weights_do(small_cnn_weights, tmp_path):
+    out = export_model(str(small_cnn_weights.with_name("last.pt")), "onnx", str(tmp_path / "last.onnx"))
+    assert json.loads(sidecar_path(out).read_text())["classes"] == load_run(str(small_cnn_weights), CPU)[1]
+{% endif %}

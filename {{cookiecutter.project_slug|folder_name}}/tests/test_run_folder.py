@@ -1,0 +1,146 @@
+"""The output dir of a run: one run at a time, never a folder of other files, a clean --overwrite, nothing left of
+killed writes; and every command says in one line when it cannot write, instead of a traceback."""
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.inference import default_evaluation_dir
+from {{ cookiecutter.package_name }}.run_folder import RunFolder
+
+SMOKE = ["--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "16", "--device", "cpu", "--no-plots"]
+SMOKE += ["--model", "small_cnn"]  # whatever the default: the layer `fc` below is its
+
+
+def files_of(folder: Path) -> dict:
+    return {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]  # notices may come before it
+    assert len(errors) == 1 and "Traceback" not in err, err
+    return errors[0]
+
+
+def test_a_second_run_into_a_folder_in_use_stops_with_one_line(tmp_path, capsys):
+    busy = RunFolder(tmp_path / "run", overwrite=False)
+    busy.claim()  # as a run in another process holds it
+    assert main(["train", *SMOKE, "--output-dir", str(tmp_path / "run")]) == 5
+    assert "another training run is writing into" in one_line_error(capsys)
+    assert os.listdir(tmp_path / "run") == []
+
+
+def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.yaml").write_text("# my notes\nepochs: 3\n")
+    (mine / "classes.txt").write_text("my own list\n")
+    before = files_of(mine)
+    for extra in ([], ["--overwrite"]):  # --overwrite replaces a run, never other files
+        assert main(["train", *SMOKE, "--output-dir", str(mine), *extra]) == 5
+        assert "holds files that no training run wrote (classes.txt, config.yaml)" in one_line_error(capsys)
+    assert files_of(mine) == before
+
+
+def test_overwrite_starts_from_an_empty_run_folder_and_keeps_other_files(tmp_path):
+    run = tmp_path / "run"
+    assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
+    (run / "eval-model-old").mkdir()
+    (run / "eval-model-old" / "per_class.csv").write_text("old")
+    (run / "features_fc.npy").write_bytes(b"old")
+    (run / "split.csv").write_text("path,label,split\nold.png,cat,val\n")
+    (run / "notes.txt").write_text("mine")
+    (run / "backbone.pt").write_bytes(b"mine")  # names the run never writes, however they look
+    (run / "eval-mine").mkdir()
+    (run / ".model.pt.k2j4.tmp").write_bytes(b"left by a kill")
+    assert main(["train", *SMOKE, "--output-dir", str(run), "--overwrite"]) == 0
+    left = sorted(path.name for path in run.iterdir())
+    assert not [name for name in left if name.startswith(("eval-model", "features_", "split.csv", "."))], left
+    assert (run / "notes.txt").read_text() == "mine" and (run / "model.pt").is_file()
+    assert (run / "backbone.pt").read_bytes() == b"mine" and (run / "eval-mine").is_dir()
+
+
+def test_a_planted_link_in_place_of_an_evaluation_folder_is_replaced(tmp_path):
+    run, outside = tmp_path / "run", tmp_path / "outside"
+    assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
+    outside.mkdir()
+    evaluation = default_evaluation_dir(str(run / "model.pt"), "synthetic", tta=False)
+    evaluation.symlink_to(outside, target_is_directory=True)
+    assert main(["evaluate", "--weights", str(run / "model.pt"), "--device", "cpu"]) == 0
+    assert list(outside.iterdir()) == [] and not evaluation.is_symlink()
+    assert (evaluation / "per_class.csv").is_file()
+    chosen = tmp_path / "reports"  # a link the user names with --output-dir is theirs: followed
+    chosen.symlink_to(outside, target_is_directory=True)
+    weights = str(run / "model.pt")
+    assert main(["evaluate", "--weights", weights, "--device", "cpu", "--output-dir", str(chosen)]) == 0
+    assert chosen.is_symlink() and (outside / "per_class.csv").is_file()
+
+
+def test_evaluations_of_other_data_or_with_tta_get_folders_of_their_own(tmp_path):
+    weights = str(tmp_path / "model.pt")
+    folders = {default_evaluation_dir(weights, data, tta) for data in ("a/test", "b/test") for tta in (False, True)}
+    assert len(folders) == 4 and all(folder.name.startswith("eval-model-test-") for folder in folders)
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_training_is_one_line(tmp_path):
+    """A file-size limit stands in for a full disk: the first weights or checkpoint file cannot be written."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", *SMOKE]
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))  # noqa: E731
+    done = subprocess.run(
+        [*command, "--output-dir", str(tmp_path / "run")], env=env, preexec_fn=limit, capture_output=True, text=True
+    )
+    assert done.returncode == 5, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: cannot write ")
+    assert not list((tmp_path / "run").glob(".*.tmp"))  # nothing half-written is left
+
+
+def test_commands_that_cannot_write_say_so_in_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
+    capsys.readouterr()
+    (tmp_path / "file").write_text("not a folder")
+    blocked = str(tmp_path / "file" / "out")  # stands in for a read-only folder (root may write anywhere)
+    weights, image = str(run / "model.pt"), tmp_path / "image.png"
+    (run / "learning_curves.png").mkdir()  # plot cannot replace it
+    Image.new("RGB", (32, 32)).save(image)
+    commands = [
+        ["evaluate", "--weights", weights, "--device", "cpu", "--output-dir", blocked],
+        ["predict", "--weights", weights, str(image), "--device", "cpu", "--output", blocked + ".csv"],
+        ["features", "--weights", weights, "--layer", "fc", "--device", "cpu", "--output", blocked],
+        ["plot", str(run)],
+    ]
+    for command in commands:
+        assert main(command) == 5, command
+        message = one_line_error(capsys)
+        advice = "a folder stands in its place" if command[0] == "plot" else "a file stands where the path needs"
+        assert "cannot write" in message and advice in message, command  # advice that fits the reason
+
+
+def test_predict_never_writes_over_a_file_that_holds_no_predictions(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
+    capsys.readouterr()
+    before = (run / "model.pt").read_bytes()
+    image = tmp_path / "image.png"
+    Image.new("RGB", (32, 32)).save(image)
+    predict = ["predict", "--weights", str(run / "model.pt"), str(image), "--device", "cpu", "--output"]
+    assert main([*predict, str(run / "model.pt")]) == 2
+    assert "exists and holds no predictions" in one_line_error(capsys)
+    assert (run / "model.pt").read_bytes() == before
+    assert main([*predict, str(tmp_path / "p.csv")]) == 0 and main([*predict, str(tmp_path / "p.csv")]) == 0
+    text = (tmp_path / "p.csv").read_bytes()
+    assert text.startswith(b"path,class_1,probability_1\n") and b"\r" not in text  # plain line ends
+    assert torch.load(run / "model.pt", weights_only=True)  # still the weights
+    assert main([*predict, str(tmp_path)]) == 2
+    assert one_line_error(capsys) == f"error: --output {tmp_path} is a folder; give a file name such as predictions.csv"
