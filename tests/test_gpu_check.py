@@ -12,8 +12,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parents[1]
 
 
-def gpu_check(flag: str, out: Path) -> list[str]:
-    env = {**os.environ, "OUT": str(out), "OMP_NUM_THREADS": "1", "BENCH_IMAGES": "128"}
+def gpu_check(flag: str, out: Path, **env_changes: str) -> list[str]:
+    env = {**os.environ, "OUT": str(out), "OMP_NUM_THREADS": "1", "BENCH_IMAGES": "128", **env_changes}
     done = subprocess.run(
         ["bash", "scripts/gpu-check.sh", flag], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
@@ -25,8 +25,24 @@ def test_the_summary_counts_timeouts_missing_results_and_odd_skips_as_failures(t
     assert gpu_check("--self-test", tmp_path)[-1] == "self-test: 0 wrong"
 
 
+def path_without_a_c_compiler(folder: Path) -> str:
+    """A PATH with every command of this one but cc and gcc (links in one folder): inductor's --compile cannot run."""
+    folder.mkdir()
+    for directory in os.environ["PATH"].split(os.pathsep):
+        for command in Path(directory).glob("*") if Path(directory).is_dir() else []:
+            link = folder / command.name
+            if command.name not in ("cc", "gcc") and not os.path.lexists(link) and os.access(command, os.X_OK):
+                link.symlink_to(command)
+    return str(folder)
+
+
 def test_the_dry_run_plans_a_two_gpu_job_and_limits_above_the_smoke_and_benchmarks_both_loops(tmp_path):
-    lines = gpu_check("--dry-run", tmp_path)
+    """Run where no C compiler is: the --compile run is skipped, saying why, instead of failing on the GPU."""
+    env = {"PATH": path_without_a_c_compiler(tmp_path / "bin"), "CC": ""}
+    (tmp_path / "out").mkdir()
+    lines = gpu_check("--dry-run", tmp_path / "out", **env)
+    assert "direct compile: SKIPPED: no C compiler ($CC, cc or gcc) on PATH, which inductor needs" in lines
+    assert not [line for line in lines if line.startswith("direct compile (dry run")]
     lane = next(line for line in lines if line.startswith("lane (dry run): GPU_LANE=sample selects"))
     pytest_limit, smoke_limit = map(int, re.search(r"--timeout (\d+) \(smoke: (\d+) s\)", lane).groups())
     assert pytest_limit > smoke_limit  # else a stuck CUDA child outlives the test that started it

@@ -656,6 +656,12 @@ MUTATIONS = {
         "nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm / group_size, cfg.clip_grad_norm_type)",
         "tests/test_speed_tricks.py::test_accumulating_k_batches_of_b_equals_one_batch_of_kb",
     ),
+    "a cut-short last.pt stops --resume auto": (
+        "checkpoint.py",
+        '            print(f"skipping {exc}")\n            continue',
+        "            raise",
+        "tests/test_checkpoint.py::test_resume_auto_falls_back_to_best_when_last_is_empty_and_refuses_weights_files",
+    ),
     # Issue 25: timm models and export
     "the sidecar's mean and std swapped": (
         "export.py",

@@ -309,6 +309,7 @@ ENTRIES = [
             "--resume auto ignores its run's config",
             "a resume into a new folder holds out anew",
             "the stop notice glued to the echoed ^C",
+            "a cut-short last.pt stops --resume auto",
         ),
         at_work=_checkpointing,
         absent=_no_checkpointing,

@@ -271,8 +271,11 @@ def test_resume_auto_falls_back_to_best_when_last_is_empty_and_refuses_weights_f
     out = capsys.readouterr().out
     assert out.count("skipping checkpoint") == 1 and f"resumed from {run / 'best.pt'}" in out  # said once
     refused([*SMOKE, "--resume", str(run / "model.pt"), "--epochs", "4"], capsys, 4, "is no checkpoint (weights")
-    torch.save([1, 2], tmp_path / "list.pt")
-    refused([*SMOKE, "--resume", str(tmp_path / "list.pt"), "--output-dir", str(tmp_path / "new")], capsys, 4, "a list")
+    files = {"list": ([1, 2], "a list"), "tensor": (torch.ones(2), "a Tensor"), "ints": ({1: 2}, "a dict")}
+    for name, (content, what) in files.items():
+        torch.save(content, tmp_path / f"{name}.pt")
+        elsewhere = ["--output-dir", str(tmp_path / "new")]
+        refused([*SMOKE, "--resume", str(tmp_path / f"{name}.pt"), *elsewhere], capsys, 4, what)
 
 
 def test_resume_from_a_checkpoint_continues_its_run_with_its_config(image_folder, tmp_path, capsys, monkeypatch):

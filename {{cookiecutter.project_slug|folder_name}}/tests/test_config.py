@@ -446,6 +446,16 @@ def test_a_nan_or_infinite_value_is_refused_under_its_flag_name():
     assert str(raised.value) == "--std must be three positive numbers (one per channel), got [1.0, inf, 1.0]"
 
 
+@pytest.mark.parametrize("name", [name for name in FIELDS if kind(name) is float])
+def test_nan_is_refused_for_every_number_under_its_flag_name(name):
+    """NaN passes every range check (`nan < 0` is False): `--mixup-alpha nan` once switched MixUp off silently."""
+    from {{ cookiecutter.package_name }}.errors import UserError
+
+    with pytest.raises(UserError) as raised:
+        TrainConfig(**{name: float("nan")})
+    assert str(raised.value) == f"--{name.replace('_', '-')} must be a number, got nan"
+
+
 def test_a_config_files_data_root_is_relative_to_its_folder_where_it_exists_there(tmp_path, monkeypatch):
     from {{ cookiecutter.package_name }}.config import load_config_file
 

@@ -53,6 +53,9 @@ def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path, capsys)
 def test_overwrite_starts_from_an_empty_run_folder_and_keeps_other_files(tmp_path):
     run = tmp_path / "run"
     assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
+    for path in run.rglob("*"):  # every file the run wrote: each must go, or be written anew by the next run
+        if path.is_file():
+            path.write_bytes(b"stale")
     (run / "eval-model-old").mkdir()
     (run / "eval-model-old" / "per_class.csv").write_text("old")
     (run / "features_fc.npy").write_bytes(b"old")
@@ -66,6 +69,7 @@ def test_overwrite_starts_from_an_empty_run_folder_and_keeps_other_files(tmp_pat
     assert not [name for name in left if name.startswith(("eval-model", "features_", "split.csv", "."))], left
     assert (run / "notes.txt").read_text() == "mine" and (run / "model.pt").is_file()
     assert (run / "backbone.pt").read_bytes() == b"mine" and (run / "eval-mine").is_dir()
+    assert not [path for path in run.rglob("*") if path.is_file() and path.read_bytes() == b"stale"]
 
 
 def test_a_planted_link_in_place_of_an_evaluation_folder_is_replaced(tmp_path):

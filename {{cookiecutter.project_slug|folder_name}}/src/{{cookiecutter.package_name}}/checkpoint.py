@@ -113,7 +113,8 @@ def load_checkpoint(path: Path) -> dict:
     except Exception as exc:  # noqa: BLE001 (a cut-short or foreign file raises all kinds: OSError, KeyError, ...)
         raise ModelError(f"checkpoint {path} cannot be read ({load_failure(exc)})") from None
     if not isinstance(state, dict) or "epoch" not in state:
-        what = "weights without training state" if isinstance(state, dict) else f"a {type(state).__name__}"
+        weights = isinstance(state, dict) and all(isinstance(key, str) for key in state)
+        what = "weights without training state" if weights else f"a {type(state).__name__}"
         raise ModelError(f"{path} is no checkpoint ({what}); {RESUME_FROM}")
     return state
 
