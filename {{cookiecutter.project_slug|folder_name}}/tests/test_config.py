@@ -448,7 +448,7 @@ def test_a_nan_or_infinite_value_is_refused_under_its_flag_name():
 
 @pytest.mark.parametrize("name", [name for name in FIELDS if kind(name) is float])
 def test_nan_is_refused_for_every_number_under_its_flag_name(name):
-    """NaN passes every range check (`nan < 0` is False): `--mixup-alpha nan` once switched MixUp off silently."""
+    """NaN passes every range check (`nan < 0` is False): a NaN strength once switched its trick off silently."""
     from {{ cookiecutter.package_name }}.errors import UserError
 
     with pytest.raises(UserError) as raised:

@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     features.add_argument("--output", help="the .npy file (default: features_<layer>.npy beside the weights)")
 
     export = commands.add_parser("export", parents=[common], help="a file to ship: ONNX, TorchScript, torch.export")
-    export.add_argument("--weights", required=True, help="model.pt, ema.pt or a checkpoint written by train")
+    export.add_argument("--weights", required=True, help="weights or a checkpoint that train wrote (model.pt, say)")
     export.add_argument("--format", required=True, choices=list(EXPORT_FORMATS), help="the kind of file")
     export.add_argument("--output", help="the file (default: beside the weights, e.g. model.onnx)")
     export.add_argument(

@@ -134,7 +134,7 @@ def export_model(
         expected, got = model(images), load_exported(Path(file.name), file_format)(images)
         difference = (expected - got).abs().max().item()
         agreement = (expected.argmax(1) == got.argmax(1)).float().mean().item()
-        found = f"logits within {difference:.1e} of PyTorch's, the same top-1 class for {agreement:.0%}"
+        found = f"logits within {difference:.1e} of PyTorch's, the same top-1 class for {100 * agreement:.0f} %"
         print(f"parity on {len(images)} {kind}: {found}")
         if not difference <= tolerance:  # NaN included
             raise ModelError(
