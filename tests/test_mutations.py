@@ -693,6 +693,36 @@ MUTATIONS = {
         "steps = [v2.ToImage()]",
         "tests/test_export.py::test_the_sidecars_preprocessing_is_the_validation_transform",
     ),
+    "an ONNX file's weights file left under a temporary name": (
+        "export.py",
+        "os.replace(folder / data.name, data)",
+        "pass",
+        "tests/test_export.py::test_an_onnx_file_over_2_gb_ships_with_its_weights_file_and_kills_leave_nothing",
+    ),
+    "predict's probe in another grad mode than its predictions": (
+        "deployed.py",
+        "with torch.inference_mode():  # as predict_images runs it",
+        "with torch.enable_grad():  # as predict_images runs it",
+        "tests/test_export.py::test_a_timm_vit_predicts_from_each_exported_format",
+    ),
+    "a NaN mean in a sidecar accepted": (
+        "deployed.py",
+        "if not all(math.isfinite(value) for value in values):",
+        "if False:",
+        "tests/test_export.py::test_bad_export_and_model_file_requests_are_one_line",
+    ),
+    "features of a module traced by torch.fx": (
+        "inference.py",
+        "extractor = _module_output(model, layer) if layer in modules else _node_output(model, layer)",
+        "extractor = _node_output(model, layer)",
+        "tests/test_timm.py::test_features_of_a_model_torch_fx_cannot_trace_come_from_its_modules",
+    ),
+    "16-bit images clipped to white": (
+        "data.py",
+        'if image.mode.startswith("I"):',
+        "if False:",
+        "tests/test_data.py::test_a_16_bit_image_keeps_its_shades",
+    ),
     "timm's pretrained normalisation ignored": (
         "models.py",
         "return config.input_size[-1], list(config.mean), list(config.std)",

@@ -3,6 +3,7 @@ import types
 from dataclasses import replace
 from urllib.error import URLError
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -142,6 +143,14 @@ def test_every_image_is_read_as_rgb_whatever_its_mode(tmp_path, image_folder):
     assert load_rgb(str(tmp_path / "grey.png")).mode == "RGB" and load_rgb(str(tmp_path / "alpha.png")).mode == "RGB"
     opened, _ = open_datasets(TrainConfig(data=str(image_folder)), ("train", "val"), training=True)
     assert opened["train"].loader is load_rgb and opened["val"].loader is load_rgb  # names a bad file in its message
+
+
+def test_a_16_bit_image_keeps_its_shades(tmp_path):
+    """Pillow's convert() clips 16-bit gray at 255: every image of a scanner or microscope would read as white."""
+    Image.fromarray(np.array([[0, 20_000, 40_000, 65_535]], dtype=np.uint16)).save(tmp_path / "deep.png")
+    assert Image.open(tmp_path / "deep.png").mode.startswith("I")
+    pixels = np.asarray(load_rgb(str(tmp_path / "deep.png")))
+    assert pixels[0, :, 0].tolist() == [0, 78, 156, 255] and (pixels == pixels[..., :1]).all()
 
 
 def test_native_sizes_and_class_weights():

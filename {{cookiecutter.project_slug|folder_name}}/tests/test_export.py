@@ -159,8 +159,12 @@ def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_
     (tmp_path / "model.pt2.json").write_text(json.dumps(sidecar))
     real = export_model(weights, "onnx", str(tmp_path / "real.onnx"))
     sidecar_path(real).write_text(json.dumps(sidecar))  # two classes: the file gives ten scores
-    (tmp_path / "odd.onnx").write_bytes(real.read_bytes())
-    sidecar_path(tmp_path / "odd.onnx").write_text(json.dumps(sidecar | {"classes": "ab"}))
+    odd = {"odd": {"classes": "ab"}, "nan": {"mean": [float("nan")] * 3}, "huge": {"resize": 100_000}}
+    for name, change in odd.items():
+        (tmp_path / f"{name}.onnx").write_bytes(real.read_bytes())
+        changed = sidecar | {key: value for key, value in change.items() if key == "classes"}
+        changed["preprocessing"] = sidecar["preprocessing"] | {k: v for k, v in change.items() if k != "classes"}
+        sidecar_path(tmp_path / f"{name}.onnx").write_text(json.dumps(changed))
     image = tmp_path / "one.png"
     Image.new("RGB", (8, 8)).save(image)
     beside = export_model(weights, "torchscript")  # in the run folder, where evaluate reads its config
@@ -176,6 +180,9 @@ def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_
         (["predict", "--model-file", str(tmp_path / "model.pt2"), "--tta", str(image)], "--tta works with --weights"),
         (["predict", "--model-file", str(real), str(image)], "gives 10 class scores, its sidecar names 2 classes"),
         (["predict", "--model-file", str(tmp_path / "odd.onnx"), str(image)], "its classes are not a list of names"),
+        (["predict", "--model-file", str(tmp_path / "nan.onnx"), str(image)], "its mean is not three finite numbers"),
+        (["predict", "--model-file", str(tmp_path / "huge.onnx"), str(image)], "not whole numbers from 1 to 4096"),
+        (["export", "--weights", weights, "--format", "onnx", "--tolerance", "-1"], "--tolerance must be a number"),
         (["export", "--weights", weights, "--format", "onnx"], "is in use by a training run or another export"),
         (["evaluate", "--weights", str(beside), "--device", "cpu"], "is an exported file, not weights; run it with"),
     ]  # fmt: skip
@@ -192,6 +199,49 @@ def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_
     (tmp_path / "notes.onnx.json").write_text(json.dumps(sidecar))
     assert main(["predict", "--model-file", str(tmp_path / "notes.onnx"), str(image)]) == 4
     assert 'error: ONNX files run with onnxruntime: pip install -e ".[export]"' in capsys.readouterr().err
+
+
+def test_an_onnx_file_over_2_gb_ships_with_its_weights_file_and_kills_leave_nothing(
+    small_cnn_weights, tmp_path, monkeypatch
+):
+    """Over 2 GB, ONNX keeps the weights in `<file>.data`, named in the file: it must be named after the file shipped,
+    not after a temporary one. Staging left by a killed export goes with the next one."""
+    from torch.onnx._internal.exporter import _onnx_program
+
+    ship = tmp_path / "ship"
+    ship.mkdir()
+    (ship / ".model.onnx.k1ll.tmp").mkdir()  # a killed export's staging folder
+    (ship / ".model.onnx.json.k1ll.tmp").write_text("{")
+    monkeypatch.setattr(_onnx_program, "_LARGE_MODEL_THRESHOLD", 0)  # every model counts as large
+    out = export_model(str(small_cnn_weights), "onnx", str(ship / "model.onnx"))
+    assert sorted(path.name for path in ship.iterdir()) == ["model.onnx", "model.onnx.data", "model.onnx.json"]
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in ship.iterdir():
+        (copy / path.name).write_bytes(path.read_bytes())
+    images = validation_images(small_cnn_weights)
+    torch.testing.assert_close(load_exported(copy / "model.onnx", "onnx")(images), load_exported(out, "onnx")(images))
+    monkeypatch.undo()  # small again: the weights inside the file, the old weights file gone
+    export_model(str(small_cnn_weights), "onnx", str(ship / "model.onnx"))
+    assert sorted(path.name for path in ship.iterdir()) == ["model.onnx", "model.onnx.json"]
+
+
+def test_a_timm_vit_predicts_from_each_exported_format(tiny_config, tmp_path):
+    """TorchScript fixes a graph for the first grad mode it runs in: predict must run it in one mode throughout."""
+    weights = trained(replace(tiny_config, output_dir=str(tmp_path / "vit")), "timm/test_vit")
+    image = tmp_path / "one.png"
+    Image.new("RGB", (40, 30), (90, 160, 20)).save(image)
+    expected = top_class(["--weights", str(weights), "--device", "cpu"], image, tmp_path / "weights.csv")
+    for file_format in FORMATS:
+        out = export_model(str(weights), file_format)
+        found = top_class(["--model-file", str(out)], image, tmp_path / f"{file_format}.csv")
+        assert found[0] == expected[0] and found[1] == pytest.approx(expected[1], abs=1e-5)
+
+
+def top_class(args: list[str], image: Path, output: Path) -> tuple[str, float]:
+    assert main(["predict", *args, str(image), "--output", str(output)]) == 0
+    row = next(csv.DictReader(output.open()))
+    return row["class_1"], float(row["probability_1"])
 
 
 def test_the_tolerance_is_stated_in_the_help(capsys):

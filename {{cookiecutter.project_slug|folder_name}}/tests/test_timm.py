@@ -59,6 +59,14 @@ def test_a_timm_model_trains_with_this_renders_tricks_and_serves_every_command(t
     assert features.ndim == 4 and len(features) == len(np.load(tmp_path / "f_labels.npy"))  # maps of every image
 
 
+def test_features_of_a_model_torch_fx_cannot_trace_come_from_its_modules(tiny_config, tmp_path):
+    weights = train(replace(tiny_config, model="timm/test_vit"))["weights"]  # its position embedding defeats torch.fx
+    features = np.load(extract_features(str(weights), "blocks.0", CPU, str(tmp_path / "f.npy")))
+    assert features.ndim == 3 and len(features) == len(np.load(tmp_path / "f_labels.npy"))  # tokens of every image
+    with pytest.raises(ModelError, match="has no layer 'blokcs.0'; the closest names: blocks.0"):
+        extract_features(str(weights), "blokcs.0", CPU)
+
+
 def test_pretrained_timm_weights_bring_their_own_normalisation_and_image_size(tmp_path):
     cfg = resolve(TrainConfig(model="timm/test_resnet.r160_in1k", pretrained=True, output_dir=str(tmp_path)))
     assert (cfg.mean, cfg.std, cfg.image_size) == ([0.5] * 3, [0.5] * 3, 160)  # timm's config, not ImageNet's

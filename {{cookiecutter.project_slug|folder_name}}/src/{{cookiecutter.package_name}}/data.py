@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.error import URLError
 
+import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import DataLoader, Dataset, Sampler
@@ -151,6 +152,9 @@ def load_rgb(path: str) -> Image.Image:
     """ImageFolder's loader, with a message that names the file a corrupt or non-image file is."""
     try:
         with Image.open(path) as image:
+            if image.mode.startswith("I"):  # 16-bit (or 32-bit) gray: convert() would clip every value above 255
+                deep = np.asarray(image)
+                image = Image.fromarray((deep >> 8 if deep.max() > 255 else deep).astype(np.uint8))
             return image.convert("RGB")
     except Image.DecompressionBombError:  # PIL's guard against images made to exhaust memory when decoded
         raise DataError(f"image {path} has more pixels than Pillow opens safely; shrink or remove it") from None

@@ -4,13 +4,14 @@ imported: the file and its sidecar are all a consumer needs."""
 
 import json
 import logging
+import math
 import warnings
 from pathlib import Path
 
 import torch
 from torchvision.transforms import v2
 
-from .config import EXPORT_FORMATS
+from .config import EXPORT_FORMATS, MAX_IMAGE_SIZE
 from .errors import ModelError, UserError, first_line
 from .predictions import predict_images
 
@@ -34,12 +35,14 @@ def _check_sidecar(sidecar) -> None:
     classes, given = sidecar["classes"], sidecar["preprocessing"]
     if not isinstance(classes, list) or not classes or not all(isinstance(name, str) for name in classes):
         raise ValueError("its classes are not a list of names")
-    if not all(type(given[key]) is int and given[key] >= 1 for key in ("resize", "crop")):
-        raise ValueError("its resize and crop are not positive whole numbers")
+    if not all(type(given[key]) is int and 1 <= given[key] <= MAX_IMAGE_SIZE for key in ("resize", "crop")):
+        raise ValueError(f"its resize and crop are not whole numbers from 1 to {MAX_IMAGE_SIZE}")
     for key in ("mean", "std"):
         values = given[key]
         if not isinstance(values, list) or len(values) != 3 or not all(type(v) in (int, float) for v in values):
             raise ValueError(f"its {key} is not three numbers")
+        if not all(math.isfinite(value) for value in values):
+            raise ValueError(f"its {key} is not three finite numbers")
     if not all(value > 0 for value in given["std"]) or type(given["grayscale"]) is not bool:
         raise ValueError("its std is not positive or its grayscale not true or false")
 
@@ -104,7 +107,8 @@ def predict_exported(model_file: str, images: list[str], output: str, top_k: int
     run = load_exported(path, file_format)
     crop, classes = sidecar["preprocessing"]["crop"], sidecar["classes"]
     try:  # one blank image first: a file and a sidecar that do not belong together fail here, in one line
-        scores = run(torch.zeros(1, 3, crop, crop)).shape[-1]
+        with torch.inference_mode():  # as predict_images runs it: TorchScript specialises a graph on the first mode
+            scores = run(torch.zeros(1, 3, crop, crop)).shape[-1]
     except Exception as exc:  # noqa: BLE001 (each runtime raises its own kinds)
         reason = first_line(exc)
         raise ModelError(f"{path} does not take the {crop} px images its sidecar describes ({reason})") from None

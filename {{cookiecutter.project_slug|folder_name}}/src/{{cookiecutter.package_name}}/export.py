@@ -4,9 +4,12 @@ gives the logits PyTorch gives on validation images. The preprocessing a consume
 
 import contextlib
 import fcntl
+import glob
 import io
 import json
 import os
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -111,10 +114,20 @@ def _folder_lock(out: Path):
         os.close(descriptor)
 
 
+def _remove_leftovers(out: Path) -> None:
+    """What exports into `out` killed before they ended left (their staging folders and files); the caller holds the
+    folder's lock, so none of it is in use."""
+    for leftover in out.parent.glob(f".{glob.escape(out.name)}.*.tmp*"):
+        with contextlib.suppress(OSError):
+            shutil.rmtree(leftover) if leftover.is_dir() and not leftover.is_symlink() else leftover.unlink()
+
+
 @torch.no_grad()
 def export_model(
     weights: str, file_format: str, output: str | None = None, tolerance: float = EXPORT_TOLERANCE
 ) -> Path:
+    if not tolerance >= 0:  # NaN included
+        raise UserError(f"--tolerance must be a number from 0 up, got {tolerance}")
     source = Path(weights)
     out = Path(output) if output else default_output(source, file_format)
     _check_output(out, source, file_format)
@@ -123,24 +136,48 @@ def export_model(
     images, kind = parity_images(cfg)
     example = images.repeat(2, 1, 1, 1)[: max(2, len(images))]  # a batch of one would fix the batch size at 1
     sidecar = describe(cfg, classes, file_format)
-    with (
-        _folder_lock(out),
-        replacing(out, suffix=out.suffix) as file,
-        replacing(sidecar_path(out), "w") as side,  # replaced just before the file: the two go together
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore")  # the exporters' notes on tracing and deprecations, not about this model
-        WRITERS[file_format](model, example, file.name, sidecar)
-        expected, got = model(images), load_exported(Path(file.name), file_format)(images)
-        difference = (expected - got).abs().max().item()
-        agreement = (expected.argmax(1) == got.argmax(1)).float().mean().item()
-        found = f"logits within {difference:.1e} of PyTorch's, the same top-1 class for {100 * agreement:.0f} %"
-        print(f"parity on {len(images)} {kind}: {found}")
-        if not difference <= tolerance:  # NaN included
-            raise ModelError(
-                f"the {file_format} file's logits differ from PyTorch's by up to {difference:.2e}, more than "
-                f"--tolerance {tolerance:g}; {out} was not written"
-            )
-        side.write(json.dumps(sidecar, indent=2) + "\n")
+    with _folder_lock(out):
+        _remove_leftovers(out)
+        with (
+            _staging(out) as staged,  # the file under its own name: ONNX names its weights file (.data) after it
+            replacing(sidecar_path(out), "w") as side,  # replaced just before the file: the two go together
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore")  # the exporters' notes on tracing and deprecations, not about this model
+            WRITERS[file_format](model, example, str(staged), sidecar)
+            expected, got = model(images), load_exported(staged, file_format)(images)
+            difference = (expected - got).abs().max().item()
+            agreement = (expected.argmax(1) == got.argmax(1)).float().mean().item()
+            found = f"logits within {difference:.1e} of PyTorch's, the same top-1 class for {100 * agreement:.0f} %"
+            print(f"parity on {len(images)} {kind}: {found}")
+            if not difference <= tolerance:  # NaN included
+                raise ModelError(
+                    f"the {file_format} file's logits differ from PyTorch's by up to {difference:.2e}, more than "
+                    f"--tolerance {tolerance:g}; {out} was not written"
+                )
+            side.write(json.dumps(sidecar, indent=2) + "\n")
     print(f"{file_format}: {out} (preprocessing and classes in {sidecar_path(out)})")
     return out
+
+
+@contextlib.contextmanager
+def _staging(out: Path):
+    """A path named as `out`, in a hidden folder beside it; when the block ends without error, what was written there
+    (the file, and the external weights of an ONNX file over 2 GB) replaces `out` and its companions."""
+    try:
+        folder = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    except OSError as exc:
+        raise cannot_write(out, exc) from None
+    try:
+        staged = folder / out.name
+        yield staged
+        data = out.with_name(out.name + ".data")
+        if (folder / data.name).exists():
+            os.replace(folder / data.name, data)  # first: the file names its weights file, which must be there
+        elif data.exists():
+            data.unlink()  # an earlier, larger export's weights
+        os.replace(staged, out)
+    except OSError as exc:
+        raise cannot_write(out, exc) from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

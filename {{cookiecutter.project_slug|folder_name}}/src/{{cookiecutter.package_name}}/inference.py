@@ -123,21 +123,44 @@ def _features_file(output: str) -> Path:
     return path.with_name(path.name + ".npy") if not path.suffix else path
 
 
+def _graph_nodes(model: torch.nn.Module) -> list[str]:
+    try:
+        return get_graph_node_names(model)[1]
+    except Exception:  # noqa: BLE001 (a model torch.fx cannot trace, such as a ViT: its modules still serve)
+        return []
+
+
+def _module_output(model: torch.nn.Module, layer: str):
+    """What the module `layer` returns in a forward pass, caught by a hook: any model, nothing traced."""
+    seen = {}
+    model.get_submodule(layer).register_forward_hook(lambda module, args, output: seen.update(output=output))
+    return lambda images: (model(images), seen["output"])[1]
+
+
+def _node_output(model: torch.nn.Module, layer: str):
+    extractor = create_feature_extractor(model, return_nodes={layer: "features"})
+    return lambda images: extractor(images)["features"]
+
+
 @torch.inference_mode()
 def extract_features(weights: str, layer: str, device: torch.device, output: str | None = None, **overrides) -> Path:
     """The output of one layer for every validation image, as <output>.npy, labels as <output>_labels.npy."""
     out = _features_file(output) if output else Path(weights).parent / f"features_{layer}.npy"
     cfg, classes, model = load_run(weights, device, **overrides)
     modules = [name for name, _ in model.named_modules() if name]  # blocks such as layer3, and their parts
-    if layer not in modules and layer not in get_graph_node_names(model)[1]:  # or an operation's node
+    if layer not in modules and layer not in _graph_nodes(model):  # or an operation's node
         # closest first; among equals the deeper one (layer5 -> layer4, layer3, ...)
         ranked = sorted(reversed(modules), key=lambda name: -difflib.SequenceMatcher(None, layer, name).ratio())
         raise ModelError(f"{cfg.model} has no layer {layer!r}; the closest names: {', '.join(ranked[:3])}")
-    extractor = create_feature_extractor(model, return_nodes={layer: "features"})
+    extractor = _module_output(model, layer) if layer in modules else _node_output(model, layer)
     data = build_data(cfg, device, train=False)
     features, labels = [], []
     for images, targets in data.val:
-        features.append(extractor(images.to(device))["features"].cpu())
+        found = extractor(images.to(device))
+        if not isinstance(found, torch.Tensor):
+            kind = type(found).__name__
+            raise ModelError(f"layer {layer!r} of {cfg.model} gives a {kind}, not one tensor; pick another layer")
+        features.append(found.cpu())
         labels.append(targets)
     for path, array in ((out, torch.cat(features)), (out.with_name(out.stem + "_labels.npy"), torch.cat(labels))):
         with replacing(path) as file:

@@ -19,7 +19,8 @@ MARKERS = ("classes.txt", "answers.json")  # a run writes both before its first 
 OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate and features wrote beside them
     *("config.yaml", "class_counts.csv", "split.csv", "metrics.csv", "per_class.csv", "confusion_matrix.csv"),
     *("model.pt", "learning_curves.png", "confusion_matrix.png", "profile", "eval-*-*", "features_*.npy"),
-    *("*.onnx", "*.onnx.json", "*.pt2", "*.pt2.json", "*.torchscript.pt", "*.torchscript.pt.json"),  # export's
+    *("*.onnx", "*.onnx.data", "*.onnx.json", "*.pt2", "*.pt2.json"),  # export's
+    *("*.torchscript.pt", "*.torchscript.pt.json"),
 {% if cookiecutter.use_checkpointing %}
     *("last.pt", "best.pt"),
 {% endif %}
