@@ -159,11 +159,11 @@ def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_
     (tmp_path / "model.pt2.json").write_text(json.dumps(sidecar))
     real = export_model(weights, "onnx", str(tmp_path / "real.onnx"))
     sidecar_path(real).write_text(json.dumps(sidecar))  # two classes: the file gives ten scores
-    odd = {"odd": {"classes": "ab"}, "nan": {"mean": [float("nan")] * 3}, "huge": {"resize": 100_000}}
-    for name, change in odd.items():
+    odd = [("odd", "classes", "ab"), ("nan", "mean", [float("nan")] * 3), ("huge", "resize", 100_000)]
+    for name, key, value in odd:
         (tmp_path / f"{name}.onnx").write_bytes(real.read_bytes())
-        changed = sidecar | {key: value for key, value in change.items() if key == "classes"}
-        changed["preprocessing"] = sidecar["preprocessing"] | {k: v for k, v in change.items() if k != "classes"}
+        changed = json.loads(json.dumps(sidecar))
+        (changed if key == "classes" else changed["preprocessing"])[key] = value
         sidecar_path(tmp_path / f"{name}.onnx").write_text(json.dumps(changed))
     image = tmp_path / "one.png"
     Image.new("RGB", (8, 8)).save(image)
