@@ -610,8 +610,8 @@ MUTATIONS = {
     ),
     "features of a block refused": (
         "inference.py",
-        "if layer not in modules and layer not in get_graph_node_names(model)[1]:",
-        "if layer not in get_graph_node_names(model)[1]:",
+        "if layer not in modules and layer not in _graph_nodes(model):",
+        "if layer not in _graph_nodes(model):",
         "tests/test_features.py::test_features_of_a_block_and_suggestions_by_closeness",
     ),
     "--help waits for torch": (
