@@ -235,7 +235,7 @@ PYTHON
     local renders=$root/build/gpu-renders on
     rm -rf "$renders" && mkdir -p "$renders/all-on" "$renders/default"
     on="use_amp=True use_distributed=True use_sync_bn=True use_freezing=True use_layerwise_lr=True use_mixup=True"
-    on="$on use_label_smoothing=True use_grad_clipping=True use_checkpointing=True use_tensorboard=True use_ema=True"
+    on="$on use_label_smoothing=True use_grad_clipping=True use_checkpointing=True tracker=mlflow use_ema=True"
     render() {  # FOLDER ANSWERS...
         local out=$1
         shift

@@ -101,7 +101,7 @@ echo "work folder: $WORK"
 rm -rf "$WORK/render" "$WORK"/mod-* "$WORK/seconds.txt" "$WORK/sample.txt"
 "$PYTHON" -m cookiecutter --no-input -o "$WORK/render" "$ROOT" project_name=$PACKAGE \
     use_amp=yes use_distributed=yes use_freezing=yes use_layerwise_lr=yes use_mixup=yes \
-    use_tensorboard=yes use_ema=yes use_sync_bn=yes
+    tracker=mlflow use_ema=yes use_sync_bn=yes
 RENDER="$WORK/render/$PACKAGE"
 
 # 2. --sample: draw the mutants up front, from the same generator mutmut uses.

@@ -13,6 +13,7 @@ from render import baked_project
 
 def pytest_configure(config):
     os.environ["OMP_NUM_THREADS"] = "1"  # many workers on 2 cores: threads would only fight
+    os.environ["WANDB_MODE"] = "offline"  # whatever this machine's W&B settings: no network, no account
     # multiprocessing makes its own temp dir and removes it at exit, after our cleanup: give it the system one.
     multiprocessing.util.get_temp_dir()
     # cookiecutter leaves every rendered hook behind as a temp file (won't fix upstream): keep them

@@ -43,7 +43,10 @@ def combinations() -> tuple[dict[str, dict], dict[str, dict]]:
 ACCEPTED, REJECTED = combinations()
 
 
-# Every model with every trick on and with every trick off, on top of the drawn models of the matrix.
+# Every model with every trick on and with every trick off, on top of the drawn models of the matrix; the trackers in
+# turn, so that each one logs an all-on and an all-off run.
 EXTREMES = {
-    f"{model}-{'all-on' if on else 'all-off'}": (model, on) for model in CHOICES["model"] for on in (True, False)
+    f"{model}-{'all-on' if on else 'all-off'}-{tracker}": (model, on, tracker)
+    for model, tracker in zip(CHOICES["model"], CHOICES["tracker"], strict=True)
+    for on in (True, False)
 }

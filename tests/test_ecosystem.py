@@ -47,10 +47,10 @@ def test_pre_commit_runs_ruff_and_gitignore_keeps_outputs_out(default_project):
 
 
 def test_answers_file_has_no_local_paths_and_replays_to_the_same_repo(cookies, tmp_path):
-    project = baked_project(cookies, project_name="Replayed", **answers_for(["use_mixup", "use_tensorboard"]))
+    project = baked_project(cookies, project_name="Replayed", **answers_for(["use_mixup"], "wandb"))
     text = (project / ".cookiecutter.json").read_text()
     answers = json.loads(text)["cookiecutter"]
-    assert answers["use_mixup"] and answers["use_tensorboard"] and not answers["use_amp"]
+    assert answers["use_mixup"] and answers["tracker"] == "wandb" and not answers["use_amp"]
     assert not {"_template", "_output_dir", "_repo_dir", "_checkout"} & set(answers)
     assert str(ROOT) not in text and str(project.parent) not in text
     assert (project / "src" / package_of(project) / "answers.json").read_text() == text
@@ -73,7 +73,7 @@ def test_cruft_creates_checks_and_updates_a_trick_on(cookies, tmp_path):
     git("commit", "-qm", "template", cwd=template)
 
     cruft = [sys.executable, "-m", "cruft"]
-    context = json.dumps({"project_name": "Crufty", "use_tensorboard": False})
+    context = json.dumps({"project_name": "Crufty", "tracker": "none"})
     create = [*cruft, "create", str(template), "--no-input", "--extra-context", context, "--output-dir", str(tmp_path)]
     subprocess.run(create, check=True, capture_output=True)
     project = tmp_path / "crufty"
@@ -83,8 +83,8 @@ def test_cruft_creates_checks_and_updates_a_trick_on(cookies, tmp_path):
     check = subprocess.run([*cruft, "check"], cwd=project, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
 
-    update = [*cruft, "update", "--variables-to-update", '{"use_tensorboard": true}', "--skip-apply-ask"]
+    update = [*cruft, "update", "--variables-to-update", '{"tracker": "tensorboard"}', "--skip-apply-ask"]
     done = subprocess.run(update, cwd=project, capture_output=True, text=True, env={**os.environ, **GIT})
     assert done.returncode == 0, done.stdout + done.stderr
-    direct = baked_project(cookies, project_name="Crufty", use_tensorboard=True)
+    direct = baked_project(cookies, project_name="Crufty", tracker="tensorboard")
     assert tree(project, skip={".cruft.json"}) == tree(direct)  # the update equals a fresh render

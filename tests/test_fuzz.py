@@ -15,7 +15,7 @@ from cookiecutter.main import cookiecutter
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from render import CHOICES, CONTEXT, ROOT, package_of
-from tricks import TRICKS, assert_files_exactly_for
+from tricks import TRICKS, assert_files_exactly_for, features_on
 
 pytestmark = pytest.mark.slow
 # cookiecutter itself renders answers given on its command line as Jinja, so "{{", "{%" and "{#" there are
@@ -127,6 +127,6 @@ def test_any_replayed_values_refuse_cleanly_or_render_what_they_say(capfd, text,
             assert project is None, f"rendered {answers!r}"
         elif project is not None:
             assert_valid_render(project, answers["description"], answers["author_name"])
-            assert_files_exactly_for(project, [trick for trick in TRICKS if answers[trick]])
+            assert_files_exactly_for(project, features_on(answers))
     finally:
         shutil.rmtree(folder)

@@ -23,6 +23,8 @@ from tricks import (
     assert_refused_for_what_it_needs,
     assert_traces_exactly_for,
     check_run,
+    features_on,
+    mlflow_store,
     smoke_commands,
     smoke_flags,
 )
@@ -90,7 +92,7 @@ GPU_CASES = GPU_SAMPLE if GPU_LANE == "sample" else list(ACCEPTED)
 
 def check_render(project: Path, answers: dict) -> None:
     """Files, traces and syntax of one render; ruff runs over many renders at once (see below)."""
-    tricks = {trick for trick in TRICKS if answers[trick]}
+    tricks = features_on(answers)
     assert_valid_files(project)
     assert_files_exactly_for(project, tricks)
     assert_traces_exactly_for((project / "README.md").read_text(), tricks, "README.md")
@@ -108,6 +110,7 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
     train += ["--gpus", "0"] if device == "cuda" else []  # the GPU there is, whatever the render's default
     train += ["--num-workers", "0", "--no-plots", "--output-dir", str(run), *smoke_flags(tricks, answers["model"])]
     train += ["--mean", *["0.5"] * 3, "--std", *["0.25"] * 3]  # measuring them: the render's own tests
+    train += ["--tracking-uri", str(mlflow_store(run))] if answers["tracker"] == "mlflow" else []
     commands = smoke_commands(train, tricks)
     # What the hooks inside the run (smoke_child._watch) compare the run with
     watch = {
@@ -145,7 +148,7 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
     )
     assert seen["losses"] >= 2, "the training loss was not seen"
     check_updates(produced)
-    check_run(produced, tricks)
+    check_run(produced, features_on(answers))
 
 
 def check_updates(run: Run) -> None:
@@ -184,8 +187,8 @@ def test_combination_trains_on_cuda(name, cookies, forkserver, scratch):
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, NEEDS_CUDA])])
 @pytest.mark.parametrize("name", EXTREMES)
 def test_every_model_trains_with_every_trick_on_and_every_trick_off(name, device, cookies, forkserver, scratch):
-    model, on = EXTREMES[name]
-    answers = {**ACCEPTED[min(ACCEPTED)], **answers_for(TRICKS if on else []), "model": model}
+    model, on, tracker = EXTREMES[name]
+    answers = {**ACCEPTED[min(ACCEPTED)], **answers_for(TRICKS if on else [], tracker), "model": model}
     smoke(forkserver, baked_project(cookies, **answers), answers, scratch, device)
 
 

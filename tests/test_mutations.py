@@ -5,14 +5,14 @@ Each breakage replaces one line fragment (which must occur exactly once, so a ch
 loudly instead of silently testing nothing) and runs only the guarding tests, in a fresh copy of the render.
 """
 
+import functools
 import shutil
-from pathlib import Path
 
 import pytest
 import smoke_child
 from render import baked_project
 from runners import own_pytest_run
-from tricks import TRICKS, answers_for
+from tricks import NAMED
 
 pytestmark = pytest.mark.slow
 GUARD_TIMEOUT = 500  # the guards' own cases time out at 300 s each (own_pytest_run)
@@ -486,12 +486,6 @@ MUTATIONS = {
         "tests/test_run_folder.py::test_a_full_disk_during_training_is_one_line",
     ),
     # Issue 23, second pass: what an adversarial review still got through
-    "a full disk under TensorBoard is a thread's traceback": (
-        "tensorboard_log.py",
-        "            raise cannot_write(self.log_dir, exc) from None",
-        "            raise",
-        "tests/test_tensorboard.py::test_a_full_disk_under_the_log_is_one_line_not_a_threads_traceback",
-    ),
     "every parameter frozen": (
         "freezing.py",
         "if all(matches_any(name, patterns) for name, _ in model.named_parameters()):",
@@ -744,21 +738,76 @@ MUTATIONS = {
         "    for child in children:\n        child.kill()",  # as it was: a kill the handler sees
         "tests/test_errors.py::test_data_workers_stopped_after_an_error_are_not_reported_as_failed_workers",
     ),
+    # Issue 26: the trackers. The all-on render logs to MLflow; a 5th item names another tracker's render.
+    "the tracked run's id not kept in the checkpoint": (
+        "train.py",
+        '    stateful["tracker"] = tracker  # its run id: a resumed run logs into the same tracked run',
+        "    pass",
+        "tests/test_tracking.py::test_a_resumed_run_logs_into_the_same_tracked_run",
+    ),
+    "a tracker's exception stops the training run": (
+        "tracking.py",
+        "        except Exception as exc:  # noqa: BLE001 (whatever the library raises)",
+        "        except ZeroDivisionError as exc:",
+        "tests/test_tracking.py::test_a_tracker_failing_on_its_third_call_leaves_the_same_training_run",
+    ),
+    "the parameters not logged": (
+        "tracking.py",
+        "        self.run.log_batch(self.run_id, params=params)",
+        "        pass",
+        "tests/test_tracking.py::test_the_hyperparameters_are_the_saved_config",
+    ),
+    "one epoch's figures not logged": (
+        "tracking.py",
+        "        self.run.log_batch(self.run_id, metrics=metrics)",
+        "        self.run.log_batch(self.run_id, metrics=metrics) if row['epoch'] != 2 else None",
+        "tests/test_tracking.py::test_every_figure_of_metrics_csv_is_logged_at_its_epoch",
+    ),
+    "a full disk under TensorBoard is a thread's traceback": (
+        "tracking.py",
+        "    if not isinstance(args.thread, _AsyncWriterThread):",
+        "    if True:",
+        "tests/test_tracking.py::test_a_full_disk_under_the_log_is_one_line_not_a_threads_traceback",
+        "tensorboard",
+    ),
+    "TensorBoard keeps a killed run's epochs": (
+        "tracking.py",
+        'SummaryWriter(own_folder(self.out / "tensorboard"), purge_step=first_epoch)',
+        'SummaryWriter(own_folder(self.out / "tensorboard"))',
+        "tests/test_tracking.py::test_a_resumed_run_replaces_what_a_killed_run_logged_after_its_checkpoint",
+        "tensorboard",
+    ),
+    "W&B resumed under a new run id": (
+        "tracking.py",
+        "            id=self.run_id,",
+        "            id=None,",
+        "tests/test_tracking.py::test_a_resumed_run_logs_into_the_same_tracked_run",
+        "wandb",
+    ),
+    "the run folder's reports not in the W&B artifact": (
+        "tracking.py",
+        "            artifact.add_file(str(path))",
+        "            pass",
+        "tests/test_tracking.py::test_the_weights_and_reports_are_the_runs_artifact",
+        "wandb",
+    ),
 }
-# The optimizer lines live in optim.py; a 3-tuple names no file.
-MUTATIONS = {name: spec if len(spec) == 4 else ("optim.py", *spec) for name, spec in MUTATIONS.items()}
+# The optimizer lines live in optim.py; a 3-tuple names no file. A 5th item: the tracker of the render (else MLflow).
+MUTATIONS = {name: spec if len(spec) >= 4 else ("optim.py", *spec) for name, spec in MUTATIONS.items()}
+MUTATIONS = {name: spec if len(spec) == 5 else (*spec, NAMED["all-on"]["tracker"]) for name, spec in MUTATIONS.items()}
 
 
 @pytest.fixture(scope="module")
-def all_on(cookies_session) -> Path:
-    return baked_project(cookies_session, **answers_for(TRICKS))
+def all_on(cookies_session):
+    """The all-on render with a given tracker, each rendered once."""
+    return functools.cache(lambda tracker: baked_project(cookies_session, **(NAMED["all-on"] | {"tracker": tracker})))
 
 
 @pytest.mark.parametrize("name", MUTATIONS)
 def test_each_breakage_is_caught_by_the_tests_that_guard_it(name, all_on, tmp_path, forkserver):
-    file, fragment, broken, guards = MUTATIONS[name]
+    file, fragment, broken, guards, tracker = MUTATIONS[name]
     project = tmp_path / "project"
-    shutil.copytree(all_on, project, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(all_on(tracker), project, ignore=shutil.ignore_patterns("__pycache__"))
     source = next((project / "src").glob(f"*/{file}"))
     text = source.read_text()
     assert text.count(fragment) == 1, f"{name}: {fragment!r} must occur once in {file}; update MUTATIONS"

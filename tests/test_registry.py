@@ -10,7 +10,7 @@ import pytest
 from render import YES_NO, baked_project, package_of, refused_by_the_hook, render_files
 from runners import run_in
 from test_mutations import MUTATIONS
-from tricks import ENTRIES, MODEL_PARTS, NAMED, REGISTRY, TRICKS, smoke_flags
+from tricks import ENTRIES, MODEL_PARTS, NAMED, REGISTRY, TRACKERS, TRACKING_FILES, TRICKS, smoke_flags
 
 BY_SHORT = {trick.short: trick for trick in ENTRIES}
 each_entry = pytest.mark.parametrize("trick", ENTRIES, ids=[trick.short for trick in ENTRIES])
@@ -49,6 +49,7 @@ def test_the_files_only_tricks_add_are_the_entries(all_on, cookies_session):
     all_off = baked_project(cookies_session, **NAMED["all-off"])
     package = Path("src", package_of(all_on))
     listed = {str(Path(path.format(package=package))) for trick in ENTRIES for path in trick.files}
+    listed |= {str(Path(path.format(package=package))) for path in TRACKING_FILES}  # all-on logs to a tracker
     added = set(render_files(all_on)) - set(render_files(all_off))
     assert added == listed, f"in no entry: {sorted(added - listed)}; named but not added: {sorted(listed - added)}"
 
@@ -104,3 +105,13 @@ def test_what_an_entry_needs_is_what_the_hook_refuses_it_without(trick):
     ]
     assert needed == ([trick.requires] if trick.requires else []), trick.prompt
     assert bool(trick.refusal) == bool(trick.requires), f"{trick.prompt}: the hook's message goes with `requires`"
+
+
+@pytest.mark.parametrize("tracker", TRACKERS, ids=[tracker.short for tracker in TRACKERS])
+def test_each_tracker_entry_names_its_config_keys_and_breakages(tracker, cookies_session):
+    value = tracker.prompt.removeprefix("tracker=")
+    project = baked_project(cookies_session, **(NAMED["all-on"] | {"tracker": value}))
+    fields, per_invocation = config_fields(project)
+    assert set(tracker.config_keys) <= fields - per_invocation, f"{value}: {set(tracker.config_keys) - fields}"
+    assert tracker.breakages and all(name in MUTATIONS for name in tracker.breakages), tracker.breakages
+    assert all(MUTATIONS[name][4] == value for name in tracker.breakages), "a breakage applied to another tracker"

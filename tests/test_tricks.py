@@ -8,29 +8,35 @@ from checks import assert_ruff_clean
 from render import CHOICES, GENERATED_TESTS, baked_project, package_of
 from runners import Run, own_pytest_run, run_in
 from tricks import (
+    NAMED,
     REGISTRY,
+    TRACKERS,
+    TRACKING_FILES,
     TRICKS,
     answers_for,
     assert_files_exactly_for,
     assert_refused_for_what_it_needs,
     assert_traces_exactly_for,
     check_run,
+    features_on,
+    mlflow_store,
     smoke_commands,
     smoke_flags,
-    with_requirements,
 )
 
+# name -> answers: every trick on, none, each trick alone (with what it needs), each tracker alone
 COMBINATIONS = {
-    "none": [],
-    "all": TRICKS,
-    **{REGISTRY[trick].short: with_requirements([trick]) for trick in TRICKS},
+    "none": NAMED["all-off"],
+    "all": NAMED["all-on"],
+    **{REGISTRY[trick].short: answers_for([trick], "none") for trick in TRICKS},
+    **{tracker.short: answers_for([], tracker.prompt.removeprefix("tracker=")) for tracker in TRACKERS},
 }
 
 
 @pytest.fixture(scope="module", params=COMBINATIONS, ids=str)
-def combination(request, cookies_session) -> tuple[list[str], Path]:
-    tricks = COMBINATIONS[request.param]
-    return tricks, baked_project(cookies_session, **answers_for(tricks))
+def combination(request, cookies_session) -> tuple[set[str], Path]:
+    answers = COMBINATIONS[request.param]
+    return features_on(answers), baked_project(cookies_session, **answers)
 
 
 ANSWER_FILES = {".cookiecutter.json", "answers.json"}  # they list every prompt, on or off, by design
@@ -55,14 +61,16 @@ def test_render_is_ruff_clean(combination):
     assert_ruff_clean(combination[1])
 
 
-def files_testing(project: Path, tricks: list[str]) -> list[str]:
+def files_testing(project: Path, tricks: set[str]) -> list[str]:
     """The render's test files that exist, or read differently, because of these tricks: their own files (the
-    registry's) and every test file with a Jinja branch on one of them."""
-    own = {Path(path).name for trick in tricks for path in REGISTRY[trick].files if path.startswith("tests/")}
+    registry's) and every test file with a Jinja branch on one of them (on the tracker, for a tracker)."""
+    prompts = {trick.partition("=")[0] for trick in tricks if trick != "tracker=none"}
+    own = {Path(path).name for trick in prompts & set(REGISTRY) for path in REGISTRY[trick].files}
+    own |= {Path(path).name for path in TRACKING_FILES} if "tracker" in prompts else set()
     branched = {
         path.name
         for path in GENERATED_TESTS.glob("test_*.py")
-        if any(f"cookiecutter.{trick}" in path.read_text() for trick in tricks)
+        if any(f"cookiecutter.{prompt}" in path.read_text() for prompt in prompts)
     }
     return [f"tests/{name}" for name in sorted(own | branched) if (project / "tests" / name).is_file()]
 
@@ -72,16 +80,19 @@ def files_testing(project: Path, tricks: list[str]) -> list[str]:
 def test_generated_tests_pass(name, cookies):
     """Each trick alone: the fast lane of the tests it adds or changes. Every test of the generated suite runs in the
     all-on, all-off and default renders (test_install.py) and in the default render of each model (test_bake.py)."""
-    project = baked_project(cookies, **answers_for(COMBINATIONS[name]))
-    files = files_testing(project, COMBINATIONS[name])
+    project = baked_project(cookies, **COMBINATIONS[name])
+    files = files_testing(project, features_on(COMBINATIONS[name]))
     assert files, f"{name} adds and changes no test"
     run_in(project, "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow", *files)
 
 
-def smoke_in_subprocesses(project: Path, tricks: list[str], run: Path) -> Run:
+def smoke_in_subprocesses(project: Path, features: set[str], run: Path) -> Run:
     """Two steps with every chosen trick on, each command (and its resume) in a fresh interpreter as a user starts
     it: `python -m <package> train`, on whatever device the machine has, as no process group."""
+    tricks = [trick for trick in TRICKS if trick in features]
     flags = smoke_flags(tricks, "small_cnn")
+    if "tracker=mlflow" in features:
+        flags += ["--tracking-uri", str(mlflow_store(run))]
     train = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--output-dir", str(run)]
     commands, log, checkpoint_epochs = smoke_commands([*train, *flags], tricks), "", []
     for command in commands:

@@ -5,8 +5,10 @@ show with it on and off, what it needs, and the named breakages (tests/test_muta
 tests/test_registry.py fails until every yes/no prompt has an entry that agrees with the all-on render.
 """
 
+import contextlib
 import dataclasses
 import math
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -156,8 +158,34 @@ def _tensorboard(run: Run) -> None:
     assert sum(b"loss/train" in path.read_bytes() for path in events) == run.commands  # scalars of each run
 
 
-def _no_tensorboard(run: Run) -> None:
-    assert not (run.folder / "tensorboard").exists()
+def mlflow_store(folder: Path) -> Path:
+    """The --tracking-uri of a smoke run into `folder`."""
+    return folder.parent / "mlruns"
+
+
+def _mlflow(run: Run) -> None:
+    """One MLflow run, resumed by a second command, holding every epoch's validation accuracy of metrics.csv."""
+    with contextlib.closing(sqlite3.connect(mlflow_store(run.folder) / "mlflow.db")) as db:
+        runs = db.execute("SELECT run_uuid, name, status FROM runs").fetchall()
+        history = db.execute("SELECT step, value FROM metrics WHERE key = 'accuracy/val' ORDER BY step").fetchall()
+    assert [(name, status) for _, name, status in runs] == [(run.folder.name, "FINISHED")], runs
+    assert history == [(int(row["epoch"]), pytest.approx(float(row["val_acc"]))) for row in run.rows], history
+
+
+def _wandb(run: Run) -> None:
+    """An offline W&B run per command (offline, a resumed run gets a folder of its own), each with the figures."""
+    files = sorted((run.folder / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(files) == run.commands and all(b"accuracy/val" in path.read_bytes() for path in files), files
+    assert len({path.name for path in files}) == 1, "a resumed run logs under the same run id"
+
+
+def _no_tracker_files(run: Run, tracker: str) -> None:
+    where = {
+        "tensorboard": run.folder / "tensorboard",
+        "mlflow": mlflow_store(run.folder),
+        "wandb": run.folder / "wandb",
+    }
+    assert not where[tracker].exists(), where[tracker]
 
 
 def _ema(run: Run) -> None:
@@ -316,17 +344,6 @@ ENTRIES = [
         then=("--resume", "auto", "--epochs", "2"),
     ),
     Trick(
-        prompt="use_tensorboard",
-        short="tb",
-        files=("{package}/tensorboard_log.py", "tests/test_tensorboard.py"),
-        traces=("tensorboard", "summarywriter"),
-        config_keys=("tensorboard",),
-        flags=(),  # on by default when the prompt put it in
-        breakages=("a full disk under TensorBoard is a thread's traceback",),
-        at_work=_tensorboard,
-        absent=_no_tensorboard,
-    ),
-    Trick(
         prompt="use_ema",
         short="ema",
         files=("{package}/ema.py", "tests/test_ema.py"),
@@ -343,6 +360,49 @@ ENTRIES = [
         ),
         at_work=_ema,
         absent=_no_ema,
+    ),
+]
+# The tracker prompt (a choice): an entry per tracker, whose `prompt` is "tracker=<value>". The files every tracker
+# has (TRACKING_FILES) exist exactly when one is chosen.
+TRACKING_FILES = ("{package}/tracking.py", "tests/test_tracking.py")
+TRACKERS = [
+    Trick(
+        prompt="tracker=tensorboard",
+        short="tb",
+        files=(),
+        traces=("tensorboard", "summarywriter"),
+        config_keys=("tensorboard",),
+        flags=(),  # on by default when the prompt put it in
+        breakages=("a full disk under TensorBoard is a thread's traceback", "TensorBoard keeps a killed run's epochs"),
+        at_work=_tensorboard,
+        absent=lambda run: _no_tracker_files(run, "tensorboard"),
+    ),
+    Trick(
+        prompt="tracker=mlflow",
+        short="mlflow",
+        files=(),
+        traces=("mlflow",),
+        config_keys=("mlflow", "tracking_uri"),
+        flags=(),  # on by default; the smoke run's --tracking-uri is set by the test (mlflow_store)
+        breakages=(
+            "the tracked run's id not kept in the checkpoint",
+            "a tracker's exception stops the training run",
+            "the parameters not logged",
+            "one epoch's figures not logged",
+        ),
+        at_work=_mlflow,
+        absent=lambda run: _no_tracker_files(run, "mlflow"),
+    ),
+    Trick(
+        prompt="tracker=wandb",
+        short="wandb",
+        files=(),
+        traces=("wandb", "weights & biases"),
+        config_keys=("wandb",),
+        flags=(),
+        breakages=("W&B resumed under a new run id", "the run folder's reports not in the W&B artifact"),
+        at_work=_wandb,
+        absent=lambda run: _no_tracker_files(run, "wandb"),
     ),
 ]
 REGISTRY = {trick.prompt: trick for trick in ENTRIES}
@@ -367,11 +427,19 @@ def with_requirements(tricks_on) -> list[str]:
     return sorted({*tricks_on, *(REGISTRY[t].requires for t in tricks_on if REGISTRY[t].requires)})
 
 
-def answers_for(tricks_on) -> dict:
-    return {trick: trick in with_requirements(tricks_on) for trick in TRICKS}
+def answers_for(tricks_on, tracker: str | None = None) -> dict:
+    """Yes/no answers with these tricks on (and those they need), and the tracker where one is given."""
+    answers = {trick: trick in with_requirements(tricks_on) for trick in TRICKS}
+    return answers | {"tracker": tracker} if tracker else answers
 
 
-NAMED = {"defaults": {}, "all-on": answers_for(TRICKS), "all-off": answers_for([])}  # the named renders
+def features_on(answers: dict) -> set[str]:
+    """The yes/no prompts on, and "tracker=<value>" for the tracker chosen: the checks' `tricks_on` below."""
+    return {trick for trick in TRICKS if answers.get(trick)} | {f"tracker={answers.get('tracker', 'none')}"}
+
+
+# the named renders: all-on logs to MLflow (the tracker with the most code: its run id rides in the checkpoints)
+NAMED = {"defaults": {}, "all-on": answers_for(TRICKS, "mlflow"), "all-off": answers_for([], "none")}
 
 
 def unmet(answers: dict) -> list[Trick]:
@@ -395,12 +463,15 @@ def assert_files_exactly_for(project: Path, tricks_on) -> None:
     for trick in ENTRIES:
         for path in trick.files:
             assert (project / path.format(package=package)).is_file() == (trick.prompt in tricks_on), path
+    tracked = any(name.startswith("tracker=") and name != "tracker=none" for name in tricks_on)
+    for path in TRACKING_FILES:
+        assert (project / path.format(package=package)).is_file() == tracked, path
 
 
 def assert_traces_exactly_for(text: str, tricks_on, where: str = "the render") -> None:
     """Some of each trick's words appear in `text` (any case) exactly when it is on."""
     text = text.lower()
-    for trick in ENTRIES:
+    for trick in [*ENTRIES, *TRACKERS]:
         found = [word for word in trick.traces if word in text]
         if trick.prompt in tricks_on:
             assert found, f"{trick.prompt} is on but none of {trick.traces} appear in {where}"
@@ -413,7 +484,7 @@ def check_run(run: Run, tricks_on) -> None:
     at work and each one off absent."""
     assert run.rows, "metrics.csv has no row"
     assert all(math.isfinite(float(row[key])) for row in run.rows for key in ("train_loss", "val_loss")), run.rows
-    for trick in ENTRIES:
+    for trick in [*ENTRIES, *TRACKERS]:
         on = trick.prompt in tricks_on
         assert all((key in run.saved) == on for key in trick.config_keys), trick.prompt
         check = trick.at_work if on else trick.absent

@@ -59,8 +59,14 @@ EXEMPT = {
     "clip_grad_norm": "read by the loop: test_grad_clipping.py",
     "clip_grad_norm_type": "read by the loop: test_grad_clipping.py",
 {% endif %}
-{% if cookiecutter.use_tensorboard %}
-    "tensorboard": "written by the loop: test_tensorboard.py",
+{% if cookiecutter.tracker == "mlflow" %}
+    "tracking_uri": "read by the tracker: test_tracking.py",
+{% endif %}
+{% if cookiecutter.tracker in ("mlflow", "wandb") %}
+    "experiment": "read by the tracker: test_tracking.py",
+{% endif %}
+{% if cookiecutter.tracker != "none" %}
+    "{{ cookiecutter.tracker }}": "read by the loop: test_tracking.py",
 {% endif %}
     **dict.fromkeys(PER_INVOCATION, "how one command starts, never saved (the round trip checks that)"),
 }

@@ -98,7 +98,7 @@ class TrainConfig:
     compile: bool = option(False, "torch.compile the model: slower first steps, faster ones after")
     activation_checkpointing: bool = option(False, "recompute each stage's activations in backward: less memory")
     patience: int | None = option(None, "stop early when val_acc has not improved for this many epochs")
-{% if cookiecutter.use_tensorboard %}
+{% if cookiecutter.tracker == "tensorboard" %}
     plots: bool = option(True, "draw learning_curves.png, confusion_matrix.png and TensorBoard's confusion figures")
 {% else %}
     plots: bool = option(True, "draw learning_curves.png and confusion_matrix.png at the end of the run")
@@ -140,8 +140,15 @@ class TrainConfig:
 {% if cookiecutter.use_ema %}
     ema_decay: float = option(0.999, "decay of the weights' moving average per optimizer step (0 turns it off)")
 {% endif %}
-{% if cookiecutter.use_tensorboard %}
+{% if cookiecutter.tracker == "tensorboard" %}
     tensorboard: bool = option(True, "write TensorBoard logs into <output dir>/tensorboard")
+{% elif cookiecutter.tracker == "mlflow" %}
+    mlflow: bool = option(True, "log the run to MLflow")
+    tracking_uri: str = option("mlruns", "MLflow store: a folder (an SQLite store in it) or a tracking server's URI")
+    experiment: str = option("{{ cookiecutter.project_slug | escaped }}", "the MLflow experiment the run is logged under")
+{% elif cookiecutter.tracker == "wandb" %}
+    wandb: bool = option(True, "log the run to Weights & Biases (offline unless WANDB_MODE=online)")
+    experiment: str = option("{{ cookiecutter.project_slug | escaped }}", "the W&B project the run is logged under")
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
     resume: str | None = option(None, "checkpoint to continue from, or auto: the newest valid one in --output-dir")

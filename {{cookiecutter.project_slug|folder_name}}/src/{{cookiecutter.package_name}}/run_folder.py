@@ -27,8 +27,8 @@ OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate an
 {% if cookiecutter.use_ema %}
     "ema.pt",
 {% endif %}
-{% if cookiecutter.use_tensorboard %}
-    "tensorboard",
+{% if cookiecutter.tracker in ("tensorboard", "wandb") %}
+    "{{ cookiecutter.tracker }}",  # its log folder
 {% endif %}
     *MARKERS,  # last: a removal cut short leaves a folder that is still recognised as a run's
 ]

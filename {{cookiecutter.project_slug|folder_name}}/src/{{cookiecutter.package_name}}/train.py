@@ -44,8 +44,8 @@ from .runtime import resolve_device, seed_everything
 {% if cookiecutter.use_sync_bn %}
 from .sync_bn import convert_sync_bn
 {% endif %}
-{% if cookiecutter.use_tensorboard %}
-from .tensorboard_log import TensorBoardLog
+{% if cookiecutter.tracker != "none" %}
+from .tracking import Tracker
 {% endif %}
 
 ANSWERS = resources.files(__package__) / "answers.json"  # the template answers this repo was generated from
@@ -64,6 +64,9 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         data_root=os.path.abspath(cfg.data_root),
         split=cfg.split and os.path.abspath(cfg.split),
         hflip=cfg.hflip if cfg.hflip is not None else cfg.data not in NO_FLIP,
+{% if cookiecutter.tracker == "mlflow" %}
+        tracking_uri=cfg.tracking_uri if "://" in cfg.tracking_uri else os.path.abspath(cfg.tracking_uri),
+{% endif %}
     )
     cfg = dataclasses.replace(cfg, split=cfg.split or _own_split(Path(cfg.output_dir), cfg))
     if cfg.mean is None:  # pretrained weights: the statistics they were trained with
@@ -207,9 +210,17 @@ def train(cfg: TrainConfig) -> dict:
 {% if cookiecutter.use_mixup %}
     mix = build_mix(cfg, len(data.classes))
 {% endif %}
+{% if cookiecutter.tracker != "none" and cookiecutter.use_distributed %}
+    tracker = Tracker(out, cfg, on=cfg.{{ cookiecutter.tracker }} and is_main())
+{% elif cookiecutter.tracker != "none" %}
+    tracker = Tracker(out, cfg, on=cfg.{{ cookiecutter.tracker }})
+{% endif %}
 {% if cookiecutter.use_checkpointing %}
     stateful = {"model": model, "optimizer": optimizer, "scheduler": scheduler{{ ', "scaler": scaler' if cookiecutter.use_amp else '' }}}
     stateful["classes"] = ClassNames(data.classes)  # a resume onto data with other classes is refused
+{% if cookiecutter.tracker in ("mlflow", "wandb") %}
+    stateful["tracker"] = tracker  # its run id: a resumed run logs into the same tracked run
+{% endif %}
 {% if cookiecutter.use_ema %}
     if ema:
         stateful["ema"] = ema
@@ -230,11 +241,6 @@ def train(cfg: TrainConfig) -> dict:
     loader = ProfiledLoader(data.train, out / "profile", device) if cfg.profile and is_main() else data.train
 {% else %}
     loader = ProfiledLoader(data.train, out / "profile", device) if cfg.profile else data.train
-{% endif %}
-{% if cookiecutter.use_tensorboard and cookiecutter.use_distributed %}
-    board = TensorBoardLog(out / "tensorboard", cfg) if cfg.tensorboard and is_main() else None
-{% elif cookiecutter.use_tensorboard %}
-    board = TensorBoardLog(out / "tensorboard", cfg) if cfg.tensorboard else None
 {% endif %}
 {% set precision = ", cfg.precision" if cookiecutter.use_amp else "" %}
 
@@ -310,9 +316,8 @@ stop=stop,
         write_csv(out / "metrics.csv", rows)
         write_reports(out, val["confusion"], data.classes)
 {% endif %}
-{% if cookiecutter.use_tensorboard %}
-        if board:
-            board.log_epoch(row, val["confusion"], data.classes)
+{% if cookiecutter.tracker != "none" %}
+        tracker.log_epoch(row, val["confusion"], data.classes)
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
         save_checkpoints(out, stateful, data.train.generator, rows, cfg)
@@ -339,9 +344,8 @@ stop=stop,
     _save_results(out, final, cfg, data.classes)
 {% endif %}
     best = _best(rows)
-{% if cookiecutter.use_tensorboard %}
-    if board:
-        board.finish(best["val_acc"])
+{% if cookiecutter.tracker != "none" %}
+    tracker.finish(best["val_acc"])
 {% endif %}
     weights = out / "model.pt"
     print(f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}); weights: {weights}")

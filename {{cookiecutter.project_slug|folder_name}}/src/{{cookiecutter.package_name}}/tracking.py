@@ -1,0 +1,266 @@
+{% if cookiecutter.tracker != "none" %}
+{% set ckpt = cookiecutter.use_checkpointing %}
+{% if cookiecutter.tracker == "tensorboard" %}
+"""TensorBoard: `tensorboard --logdir runs` shows every run's curves side by side.
+
+Rank 0 logs every figure of metrics.csv per epoch (and, with plots on, the confusion matrix), and at the end the
+config as hyper-parameters with the best accuracy. A failure of the log is said in one line and the run goes on.
+"""
+{% elif cookiecutter.tracker == "mlflow" %}
+"""MLflow: `mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db` shows every run's curves side by side.
+
+Rank 0 logs the config as parameters, every figure of metrics.csv per epoch, and at the end the weights and the
+reports (confusion matrix included) as artifacts. A failure of the store is said in one line and the run goes on.
+"""
+{% else %}
+"""Weights & Biases: offline by default (`wandb sync <output dir>/wandb/offline-run-*` uploads a run later), online
+with WANDB_MODE=online.
+
+Rank 0 logs the config, every figure of metrics.csv per epoch, and at the end the weights and the reports (confusion
+matrix included) as an artifact. A failure of W&B is said in one line and the run goes on.
+"""
+{% endif %}
+
+import functools
+{% if cookiecutter.tracker == "mlflow" %}
+import logging
+{% endif %}
+{% if cookiecutter.tracker != "tensorboard" %}
+import os
+{% endif %}
+import sys
+{% if cookiecutter.tracker == "tensorboard" %}
+import threading
+{% endif %}
+{% if cookiecutter.tracker == "mlflow" %}
+import time
+{% endif %}
+from pathlib import Path
+
+{% if cookiecutter.tracker == "tensorboard" %}
+import torch
+from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
+from torch.utils.tensorboard import SummaryWriter
+
+{% endif %}
+from .config import saved_fields
+from .errors import first_line
+{% if cookiecutter.tracker == "tensorboard" %}
+from .files import own_folder
+from .plots import confusion_figure
+{% endif %}
+
+{% if cookiecutter.tracker == "tensorboard" %}
+NAME = "TensorBoard"
+{% elif cookiecutter.tracker == "mlflow" %}
+NAME = "MLflow"
+{% else %}
+NAME = "W&B"
+{% endif %}
+# metrics.csv column -> the tracker's name for it; names that share a prefix share a chart section
+TAGS = {"train_loss": "loss/train", "val_loss": "loss/val", "train_acc": "accuracy/train", "val_acc": "accuracy/val"}
+{% if cookiecutter.use_ema %}
+TAGS |= {"ema_val_loss": "loss/ema_val", "ema_val_acc": "accuracy/ema_val"}  # beside the trained model's curves
+{% endif %}
+
+
+def tag(column: str) -> str:
+    """Column to name: lr -> lr/base, lr[fc] -> lr/fc (one chart for every group), others as in TAGS."""
+    if column == "lr":
+        return "lr/base"
+    if column.startswith("lr["):
+        return "lr/" + column[3:-1]
+    return TAGS.get(column, column)
+
+
+def figures(row: dict) -> dict:
+    """A metrics.csv row's figures by name: every column but the epoch (the step they are logged at)."""
+    return {tag(column): value for column, value in row.items() if column != "epoch"}
+
+
+{% if cookiecutter.tracker != "tensorboard" %}
+def reports(out: Path) -> list[Path]:
+    """The run folder's files logged at the end: the final weights and every report."""
+    files = (path for path in sorted(out.iterdir()) if path.is_file() and not path.name.startswith("."))
+{% if ckpt %}
+    return [path for path in files if path.name not in ("last.pt", "best.pt")]  # checkpoints: model.pt is final
+{% else %}
+    return list(files)
+{% endif %}
+
+
+{% endif %}
+def guarded(method):
+    """A tracker never costs the training run: its first failure (a full disk, a server gone, any error of its
+    library) is said in one line, and it logs nothing more."""
+
+    @functools.wraps(method)
+    def call(self, *args):
+        if not self.on:
+            return None
+        try:
+            return method(self, *args)
+        except Exception as exc:  # noqa: BLE001 (whatever the library raises)
+            self.on = False
+            why = f"{type(exc).__name__}: {first_line(exc)}"
+            print(f"{NAME} failed ({why}); training goes on without it", file=sys.stderr)
+            return None
+
+    return call
+{% if cookiecutter.tracker == "tensorboard" %}
+
+
+_report_thread_error = threading.excepthook
+
+
+def _quiet_writer_thread(args) -> None:
+    """TensorBoard writes its events file from a thread. A failed write (a full disk, say) reaches the main thread
+    again at the next write or flush, which says it in one line: the thread's own traceback only adds noise."""
+    if not isinstance(args.thread, _AsyncWriterThread):
+        _report_thread_error(args)
+
+
+threading.excepthook = _quiet_writer_thread
+{% endif %}
+
+
+class Tracker:
+{% if cookiecutter.tracker == "tensorboard" and ckpt %}
+    """Logs into <output dir>/tensorboard, from the first epoch logged on: a resumed run replaces what its killed
+    predecessor logged after the checkpoint."""
+{% elif cookiecutter.tracker == "tensorboard" %}
+    """Logs into <output dir>/tensorboard, from the first epoch logged on."""
+{% elif ckpt %}
+    """One tracked run per run folder, named after it. Its id is kept in the checkpoints (state_dict), so that a
+    resumed run logs into the same tracked run."""
+{% else %}
+    """One tracked run per run folder, named after it."""
+{% endif %}
+
+    def __init__(self, out: Path, cfg, on: bool):
+        self.out, self.cfg, self.on = out, cfg, on
+{% if cookiecutter.tracker == "tensorboard" %}
+        self.writer = None
+{% else %}
+        self.run = None
+        self.run_id: str | None = None
+{% endif %}
+{% if cookiecutter.tracker != "tensorboard" and ckpt %}
+
+    def state_dict(self) -> dict:
+        return {"run_id": self.run_id}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.run_id = state["run_id"]
+{% endif %}
+{% if cookiecutter.tracker == "tensorboard" %}
+
+    def _start(self, first_epoch: int) -> None:
+        # a planted link is replaced, not followed; events from the first epoch on (a killed run's) are dropped
+        self.writer = SummaryWriter(own_folder(self.out / "tensorboard"), purge_step=first_epoch)
+
+    @guarded
+    def log_epoch(self, row: dict, confusion: torch.Tensor, classes: list[str]) -> None:
+        if self.writer is None:
+            self._start(row["epoch"])
+        for name, value in figures(row).items():
+            self.writer.add_scalar(name, value, row["epoch"])
+        if self.cfg.plots:  # drawing one costs about half a second per epoch
+            self.writer.add_figure("confusion_matrix", confusion_figure(confusion.tolist(), classes), row["epoch"])
+        self.writer.flush()  # visible now, and kept if the run is killed
+
+    @guarded
+    def finish(self, best_val_acc: float) -> None:
+        if self.writer is None:
+            self._start(1)
+        # add_hparams takes numbers, strings and booleans only
+        hyperparameters = {
+            key: value if isinstance(value, int | float | str | bool) else str(value)
+            for key, value in saved_fields(self.cfg).items()
+        }
+        self.writer.add_hparams(hyperparameters, {"hparam/best_val_acc": best_val_acc}, run_name=".")
+        self.writer.close()
+{% elif cookiecutter.tracker == "mlflow" %}
+
+    def _start(self) -> None:
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # offline: nothing leaves the machine
+        logging.getLogger("mlflow").setLevel(logging.WARNING)  # not a line per database migration
+        from mlflow import MlflowClient
+        from mlflow.entities import Param
+
+        uri = self.cfg.tracking_uri
+        if "://" not in uri:  # a folder: an SQLite store in it, the artifacts beside it
+            uri = f"sqlite:///{Path(uri, 'mlflow.db')}"
+            Path(self.cfg.tracking_uri).mkdir(parents=True, exist_ok=True)
+        self.run = MlflowClient(uri)
+        if self.run_id:
+            print(f"{NAME}: continuing run {self.run_id}")
+            return
+        experiment = self.run.get_experiment_by_name(self.cfg.experiment)
+        if experiment is None:
+            artifacts = None if "://" in self.cfg.tracking_uri else Path(self.cfg.tracking_uri, "artifacts").as_uri()
+            experiment_id = self.run.create_experiment(self.cfg.experiment, artifact_location=artifacts)
+        else:
+            experiment_id = experiment.experiment_id
+        self.run_id = self.run.create_run(experiment_id, run_name=self.out.name).info.run_id
+        params = [Param(key, str(value)) for key, value in saved_fields(self.cfg).items()]
+        self.run.log_batch(self.run_id, params=params)
+        print(f"{NAME}: run {self.run_id} in {uri}, experiment {self.cfg.experiment}")
+
+    @guarded
+    def log_epoch(self, row: dict, confusion, classes: list[str]) -> None:
+        from mlflow.entities import Metric
+
+        if self.run is None:
+            self._start()
+        now = int(1000 * time.time())
+        metrics = [Metric(name, value, now, row["epoch"]) for name, value in figures(row).items()]
+        self.run.log_batch(self.run_id, metrics=metrics)
+
+    @guarded
+    def finish(self, best_val_acc: float) -> None:
+        if self.run is None:
+            self._start()
+        for path in reports(self.out):
+            self.run.log_artifact(self.run_id, str(path))
+        self.run.set_terminated(self.run_id, "FINISHED")
+{% else %}
+
+    def _start(self) -> None:
+        import wandb
+
+        mode = None if "WANDB_MODE" in os.environ else "offline"  # offline unless asked otherwise
+        self.run = wandb.init(
+            project=self.cfg.experiment,
+            name=self.out.name,
+{% if ckpt %}
+            id=self.run_id,
+            resume="allow" if self.run_id else None,
+{% endif %}
+            config=saved_fields(self.cfg),
+            dir=self.out,
+            mode=mode,
+            settings=wandb.Settings(console="off"),  # the run's own output stays as it is
+        )
+        self.run_id = self.run.id
+
+    @guarded
+    def log_epoch(self, row: dict, confusion, classes: list[str]) -> None:
+        if self.run is None:
+            self._start()
+        self.run.log(figures(row), step=row["epoch"])
+
+    @guarded
+    def finish(self, best_val_acc: float) -> None:
+        import wandb
+
+        if self.run is None:
+            self._start()
+        self.run.summary["best_val_acc"] = best_val_acc
+        artifact = wandb.Artifact(f"run-{self.run_id}", type="run-folder")
+        for path in reports(self.out):
+            artifact.add_file(str(path))
+        self.run.log_artifact(artifact)
+        self.run.finish()
+{% endif %}
+{% endif %}
