@@ -763,6 +763,42 @@ MUTATIONS = {
         "        self.run.log_batch(self.run_id, metrics=metrics) if row['epoch'] != 2 else None",
         "tests/test_tracking.py::test_every_figure_of_metrics_csv_is_logged_at_its_epoch",
     ),
+    "pruning never reported": (
+        "tune.py",
+        '                self.trial.report(row["val_acc"], row["epoch"])',
+        "                pass",
+        "tests/test_tune.py::test_a_trial_told_to_do_badly_is_pruned_at_its_first_epoch",
+    ),
+    "a resumed study reruns finished trials": (
+        "tune.py",
+        "            storage=f\"sqlite:///{folder / 'study.db'}\",",
+        "            storage=None,",
+        "tests/test_tune.py::test_a_killed_tune_repeats_no_finished_trial_and_continues_the_killed_one",
+    ),
+    "a killed trial counted as finished": (
+        "tune.py",
+        "    return sum(trial.state in done and trial.number not in continued for trial in trials)",
+        "    return sum(trial.state in done for trial in trials)",
+        "tests/test_tune.py::test_a_killed_tune_repeats_no_finished_trial_and_continues_the_killed_one",
+    ),
+    "a killed trial starts again instead of continuing": (
+        "tune.py",
+        '        cfg = dataclasses.replace(cfg, resume="auto")  # a killed trial goes on from its checkpoint',
+        "        cfg = dataclasses.replace(cfg, overwrite=True)",
+        "tests/test_tune.py::test_a_killed_tune_repeats_no_finished_trial_and_continues_the_killed_one",
+    ),
+    "best.yaml keeps the trial's folder": (
+        "tune.py",
+        '    del config["output_dir"]  # a new run folder, not the trial\'s',
+        "    pass",
+        "tests/test_tune.py::test_train_config_best_yaml_reproduces_the_best_trials_metrics",
+    ),
+    "TPE unseeded": (
+        "tune.py",
+        "study.sampler = optuna.samplers.TPESampler(seed=base.seed + len(study.trials))",
+        "study.sampler = optuna.samplers.TPESampler()",
+        "tests/test_tune.py::test_the_same_seed_searches_the_same_way",
+    ),
     "a full disk under TensorBoard is a thread's traceback": (
         "tracking.py",
         "    if not isinstance(args.thread, _AsyncWriterThread):",

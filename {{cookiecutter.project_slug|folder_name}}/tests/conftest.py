@@ -1,4 +1,7 @@
 import dataclasses
+{% if cookiecutter.tracker in ("mlflow", "wandb") %}
+import os
+{% endif %}
 
 import pytest
 import torch
@@ -76,6 +79,21 @@ def image_folder(tmp_path):
 @pytest.fixture(autouse=True)
 def _single_thread():
     torch.set_num_threads(1)
+{% if cookiecutter.tracker == "mlflow" %}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _mlflow_store(tmp_path_factory):
+    """Runs of the tests log to a store of this session, not to mlruns/ of the project (test_tracking.py's to
+    their own)."""
+    os.environ["MLFLOW_TRACKING_URI"] = str(tmp_path_factory.mktemp("mlruns"))
+{% elif cookiecutter.tracker == "wandb" %}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _wandb_offline():
+    os.environ["WANDB_MODE"] = "offline"  # whatever this machine's settings: no network, no account
+{% endif %}
 
 
 class RecordedLoader:

@@ -364,7 +364,7 @@ def test_a_config_file_value_of_the_wrong_kind_is_refused_naming_key_and_kind(tm
         "mean: [0.5, 0.5]": "config key 'mean' must be a list of float, got [0.5, 0.5]; fix the config file",
         "mean: 3": "config key 'mean' must be a list of float, got 3; fix the config file",
         "mean: [a, b, c]": "config key 'mean' must be a list of float, got ['a', 'b', 'c']; fix the config file",
-        "optimizer: adam": "config key 'optimizer' must be str, got 'adam'; fix the config file",
+        "optimizer: adam": "config key 'optimizer' must be one of sgd, adamw, got 'adam'; fix the config file",
         "epochs: true": "config key 'epochs' must be int, got True; fix the config file",
         "epochs: 2.0": "config key 'epochs' must be int, got 2.0; fix the config file",
         "epochs: null": "config key 'epochs' must be int, got None; fix the config file",

@@ -1,4 +1,4 @@
-"""Command line: `python -m {{ cookiecutter.package_name }} train|evaluate|predict ...`."""
+"""Command line: `python -m {{ cookiecutter.package_name }} train|tune|evaluate|predict ...`."""
 
 import argparse
 import multiprocessing
@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from .config import EXPORT_FORMATS, EXPORT_TOLERANCE, GPU_IDS_HELP, add_config_arguments, make_config
+from .config import EXPORT_FORMATS, EXPORT_TOLERANCE, GPU_IDS_HELP, PER_INVOCATION, add_config_arguments, make_config
 from .errors import UserError, one_line
 
 # torch, torchvision and matplotlib take seconds to import: they are imported once a command runs (in `run`),
@@ -27,6 +27,21 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", parents=[common], help="train a model", argument_default=argparse.SUPPRESS)
     train.add_argument("--config", help="YAML file with config keys; flags given here override it")
     add_config_arguments(train)
+
+    tune = commands.add_parser(
+        "tune",
+        parents=[common],
+        help="search hyper-parameters with Optuna: a training run per trial",
+        argument_default=argparse.SUPPRESS,
+        description="Train flags set what every trial shares; --output-dir is the tune folder (study.db, trials.csv, "
+        "best.yaml, a folder per trial). The same command again continues a stopped search.",
+    )
+    tune.add_argument("--space", required=True, help="YAML search space: option -> list of choices, or low/high range")
+    tune.add_argument("--trials", type=int, default=20, help="trials to finish, over every run of the command")
+    tune.add_argument("--timeout", type=float, default=None, help="start no trial after this many seconds")
+    tune.add_argument("--startup-trials", type=int, default=5, help="trials that run in full before any is pruned")
+    tune.add_argument("--config", help="YAML file with config keys; flags given here override it")
+    add_config_arguments(tune)
 
     evaluate = commands.add_parser("evaluate", parents=[common], help="accuracy and per-class report of weights")
     evaluate.add_argument("--weights", required=True, help="model.pt written by train")
@@ -99,6 +114,22 @@ def run(args: argparse.Namespace) -> None:
     from .plots import plot_run
     from .runtime import explaining_nondeterministic_kernels, resolve_device, select_gpus
     from .train import train
+
+    if args.command == "tune":
+        from .tune import tune
+
+        search = ("space", "trials", "timeout", "startup_trials")
+        values = {k: v for k, v in vars(args).items() if k not in ("command", "debug", "config", *search)}
+        given = sorted(PER_INVOCATION & set(values))
+        if given:
+            raise UserError(f"tune decides how each trial starts: leave out --{given[0].replace('_', '-')}")
+        if args.trials < 1 or args.startup_trials < 0 or (args.timeout is not None and not args.timeout > 0):
+            raise UserError("--trials must be at least 1, --startup-trials at least 0, --timeout a positive number")
+        cfg = make_config(values, getattr(args, "config", None))
+        select_gpus(cfg.gpus, cfg.deterministic)
+        with explaining_nondeterministic_kernels():
+            tune(cfg, args.space, args.trials, args.timeout, args.startup_trials)
+        return
 
     if args.command == "train":
         values = {k: v for k, v in vars(args).items() if k not in ("command", "debug", "config")}

@@ -144,7 +144,9 @@ class TrainConfig:
     tensorboard: bool = option(True, "write TensorBoard logs into <output dir>/tensorboard")
 {% elif cookiecutter.tracker == "mlflow" %}
     mlflow: bool = option(True, "log the run to MLflow")
-    tracking_uri: str = option("mlruns", "MLflow store: a folder (an SQLite store in it) or a tracking server's URI")
+    tracking_uri: str | None = option(
+        None, "MLflow store: a folder (an SQLite store in it) or a server URI (auto: $MLFLOW_TRACKING_URI or mlruns)"
+    )
     experiment: str = option("{{ cookiecutter.project_slug | escaped }}", "the MLflow experiment the run is logged under")
 {% elif cookiecutter.tracker == "wandb" %}
     wandb: bool = option(True, "log the run to Weights & Biases (offline unless WANDB_MODE=online)")
@@ -240,7 +242,7 @@ PER_INVOCATION = {"overwrite", "init_from"{{ ', "resume"' if cookiecutter.use_ch
 TYPES = typing.get_type_hints(TrainConfig)
 
 
-def _base_type(hint):
+def base_type(hint):
     """`int | None` -> int, `list[float] | None` -> list[float]."""
     if isinstance(hint, types.UnionType):
         return next(arg for arg in typing.get_args(hint) if arg is not type(None))
@@ -250,7 +252,7 @@ def _base_type(hint):
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per config field; only flags actually given end up in the parsed namespace."""
     for name, spec in FIELDS.items():
-        kind = _base_type(TYPES[name])
+        kind = base_type(TYPES[name])
         kwargs = {"default": argparse.SUPPRESS, **spec.metadata}
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
@@ -261,8 +263,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--" + name.replace("_", "-"), **kwargs)
 
 
-def _coerce(name: str, value):
-    kind = _base_type(TYPES[name])
+def coerce(name: str, value):
+    kind = base_type(TYPES[name])
     if value is None and TYPES[name] is not kind:
         return None
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -279,6 +281,8 @@ def _coerce(name: str, value):
         if choices is None or value in choices:
             return value
     expected = f"a list of {typing.get_args(kind)[0].__name__}" if typing.get_origin(kind) is list else kind.__name__
+    if FIELDS[name].metadata.get("choices"):
+        expected = "one of " + ", ".join(FIELDS[name].metadata["choices"])
     raise UserError(f"config key '{name}' must be {expected}, got {value!r}; fix the config file")
 
 
@@ -302,7 +306,7 @@ def load_config_file(path: str) -> dict:
     if ignored:
         notice = f"config file {path}: ignoring {', '.join(ignored)} (they apply to one command: pass them as flags)"
         print(notice, file=sys.stderr)
-    values = {name: _coerce(name, value) for name, value in values.items() if name not in PER_INVOCATION}
+    values = {name: coerce(name, value) for name, value in values.items() if name not in PER_INVOCATION}
     return values | _relative_to(Path(path).parent, values)
 
 

@@ -64,6 +64,14 @@ TAGS |= {"ema_val_loss": "loss/ema_val", "ema_val_acc": "accuracy/ema_val"}  # b
 {% endif %}
 
 
+{% if cookiecutter.tracker == "mlflow" %}
+def resolve_store(uri: str | None) -> str:
+    """--tracking-uri, else $MLFLOW_TRACKING_URI, else mlruns/ where the command runs; a folder made absolute."""
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or "mlruns"
+    return uri if "://" in uri else os.path.abspath(uri)
+
+
+{% endif %}
 def tag(column: str) -> str:
     """Column to name: lr -> lr/base, lr[fc] -> lr/fc (one chart for every group), others as in TAGS."""
     if column == "lr":

@@ -45,7 +45,7 @@ from .runtime import resolve_device, seed_everything
 from .sync_bn import convert_sync_bn
 {% endif %}
 {% if cookiecutter.tracker != "none" %}
-from .tracking import Tracker
+from .tracking import Tracker{{ ', resolve_store' if cookiecutter.tracker == "mlflow" else '' }}
 {% endif %}
 
 ANSWERS = resources.files(__package__) / "answers.json"  # the template answers this repo was generated from
@@ -65,7 +65,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         split=cfg.split and os.path.abspath(cfg.split),
         hflip=cfg.hflip if cfg.hflip is not None else cfg.data not in NO_FLIP,
 {% if cookiecutter.tracker == "mlflow" %}
-        tracking_uri=cfg.tracking_uri if "://" in cfg.tracking_uri else os.path.abspath(cfg.tracking_uri),
+        tracking_uri=resolve_store(cfg.tracking_uri),
 {% endif %}
     )
     cfg = dataclasses.replace(cfg, split=cfg.split or _own_split(Path(cfg.output_dir), cfg))
@@ -142,7 +142,9 @@ def _save_results(out: Path, weights: dict[str, nn.Module], cfg: TrainConfig, cl
 
 
 @releasing_run_folders
-def train(cfg: TrainConfig) -> dict:
+def train(cfg: TrainConfig, after_epoch=None) -> dict:
+    """The whole run. `after_epoch(rows)`, if given, sees the metrics rows after each epoch is saved: tune's trials
+    report to the pruner there, and stop by raising."""
 {% if cookiecutter.use_distributed %}
     device = setup(cfg.device, cfg.gpus, cfg.dist_timeout) or resolve_device(cfg.device, cfg.gpus)
     seed_everything(cfg.seed, cfg.deterministic)
@@ -323,6 +325,8 @@ stop=stop,
         save_checkpoints(out, stateful, data.train.generator, rows, cfg)
 {% endif %}
         print(_format(row))
+        if after_epoch:
+            after_epoch(rows)
         best = _best(rows)
         if cfg.patience and epoch - best["epoch"] >= cfg.patience:
             print(f"early stop: val_acc has not improved for {cfg.patience} epochs since epoch {best['epoch']}")

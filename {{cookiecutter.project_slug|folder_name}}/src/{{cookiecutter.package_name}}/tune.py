@@ -1,0 +1,238 @@
+{% set ckpt = cookiecutter.use_checkpointing %}
+"""`tune`: hyper-parameter search with Optuna (`pip install -e ".[tune]"`).
+
+Each trial is an ordinary training run in its own folder (trial-000, trial-001, ...) of the tune folder, so that
+evaluate and plot work on it. TPE proposes the values of the search space (seeded: the same command searches the
+same way); a trial whose validation accuracy falls below the median of earlier trials at the same epoch is pruned.
+The study lives in study.db in the tune folder: the same command, run again after a crash or a kill, goes on where it
+{% if ckpt %}
+stopped, repeats no finished trial, and continues the trial that was running from its own last checkpoint.
+{% else %}
+stopped, repeats no finished trial, and trains the trial that was running again from its start.
+{% endif %}
+"""
+
+import csv
+import dataclasses
+import fcntl
+import io
+import math
+import os
+import time
+from pathlib import Path
+
+import yaml
+
+from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce
+from .errors import OutputError, UserError, one_line
+from .files import cannot_write, write_text
+from .train import train
+
+STUDY = "tune"  # the study's name in study.db
+NOT_SEARCHED = {"output_dir", "device", "gpus", *PER_INVOCATION}  # where and how trials run, not what they try
+
+
+def _optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise UserError('tune needs Optuna: pip install -e ".[tune]"') from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the table at the end says what happened
+    return optuna
+
+
+def load_space(path: str) -> dict:
+    """The search space file: train option -> a list of choices, or {low, high[, log][, step]} for a range."""
+    optuna = _optuna()
+    try:
+        spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read search space {path}: {exc.strerror}; check --space") from None
+    except (UnicodeDecodeError, yaml.YAMLError):
+        raise UserError(f"search space {path} is not valid YAML text; fix its syntax") from None
+    if not isinstance(spec, dict) or not spec:
+        raise UserError(f"search space {path} must map train options to a list of choices or a low/high range")
+    space = {}
+    for name, values in spec.items():
+        where = f"search space {path}: {name}"
+        if name not in FIELDS or name in NOT_SEARCHED:
+            searchable = ", ".join(field for field in FIELDS if field not in NOT_SEARCHED)
+            raise UserError(f"{where} is no option a trial can vary; use some of: {searchable}")
+        kind = base_type(TYPES[name])
+        if isinstance(values, list):
+            if not values or len(set(map(repr, values))) != len(values):
+                raise UserError(f"{where} must list different choices, got {values!r}")
+            _check_values(name, values, where)
+            space[name] = optuna.distributions.CategoricalDistribution(values)
+        elif isinstance(values, dict) and kind in (int, float):
+            space[name] = _range(optuna, name, kind, values, where)
+        else:
+            ranged = " or a low/high range" if kind in (int, float) else ""
+            raise UserError(f"{where} must be a list of choices{ranged}")
+    return space
+
+
+def _check_values(name: str, values: list, where: str) -> None:
+    """Every choice must make a valid config: the trial fails at its start otherwise."""
+    for value in values:
+        try:
+            TrainConfig(**{name: coerce(name, value)})
+        except UserError as exc:
+            raise UserError(f"{where}: the choice {value!r} is not valid ({one_line(exc)})") from None
+
+
+def _range(optuna, name: str, kind: type, values: dict, where: str):
+    unknown = sorted(set(values) - {"low", "high", "log", "step"})
+    numbers = [values.get("low"), values.get("high"), *([values["step"]] if "step" in values else [])]
+    if unknown or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers):
+        raise UserError(f"{where} must be a range: low and high numbers, and log: true or a step number if wanted")
+    low, high, log, step = values["low"], values["high"], values.get("log", False), values.get("step")
+    if not (math.isfinite(low) and math.isfinite(high) and low < high) or (log and low <= 0) or (step and log):
+        raise UserError(f"{where} needs finite low < high (low > 0 with log: true; log and step do not mix)")
+    if kind is int:
+        if not all(float(v).is_integer() for v in numbers):
+            raise UserError(f"{where} takes whole numbers")
+        distribution = optuna.distributions.IntDistribution(int(low), int(high), log=bool(log), step=int(step or 1))
+    else:
+        distribution = optuna.distributions.FloatDistribution(float(low), float(high), log=bool(log), step=step)
+    _check_values(name, [kind(low), kind(high)], where)
+    return distribution
+
+
+class _Pruning:
+    """Reports each epoch's validation accuracy to the trial and stops the run when the pruner says so."""
+
+    def __init__(self, optuna, trial):
+        self.optuna, self.trial, self.reported = optuna, trial, set()
+
+    def __call__(self, rows: list[dict]) -> None:
+        for row in rows:  # a continued trial reports the epochs of its checkpoint too
+            if row["epoch"] not in self.reported:
+                self.trial.report(row["val_acc"], row["epoch"])
+                self.reported.add(row["epoch"])
+        if self.trial.should_prune():
+            raise self.optuna.TrialPruned()
+
+
+def _lock(folder: Path) -> int:
+    """One tune per folder: a second one would run the same trials."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError as exc:
+        raise cannot_write(folder, exc) from None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise OutputError(f"another tune is running in {folder}; wait for it, or pick another --output-dir") from None
+    return descriptor
+
+
+def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None, startup_trials: int) -> dict:
+    """Run trials until `trials` have finished (this and earlier runs of the command together) or `timeout`
+    seconds have passed; write trials.csv and best.yaml into the tune folder and return them."""
+    optuna = _optuna()
+    space = load_space(space_file)
+    folder = Path(base.output_dir or f"runs/tune-{Path(space_file).stem}").absolute()
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / "study.db").is_file():
+        raise OutputError(f"--output-dir {folder} holds files that no tune wrote; pick an empty or new folder")
+    lock = _lock(folder)
+    try:
+        study = optuna.create_study(
+            storage=f"sqlite:///{folder / 'study.db'}",
+            study_name=STUDY,
+            direction="maximize",
+            load_if_exists=True,
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=startup_trials),
+        )
+        _continue_killed_trials(optuna, study)
+        # seeded, and a search continued later does not replay the proposals it already made
+        study.sampler = optuna.samplers.TPESampler(seed=base.seed + len(study.trials))
+        started = time.monotonic()
+        while _finished(optuna, study) < trials and (timeout is None or time.monotonic() - started < timeout):
+            _run_trial(optuna, study, space, base, folder)
+        return _report(optuna, study, folder)
+    finally:
+        os.close(lock)
+
+
+def _continue_killed_trials(optuna, study) -> None:
+    """A trial still RUNNING was killed with the tune that ran it (the folder lock rules out another tune): it is
+    marked failed and queued again with the same values, into the same folder."""
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        study.enqueue_trial(trial.params, user_attrs={"folder": trial.user_attrs["folder"], "continues": trial.number})
+
+
+def _finished(optuna, study) -> int:
+    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
+    trials = study.get_trials(deepcopy=False)
+    continued = {trial.user_attrs["continues"] for trial in trials if "continues" in trial.user_attrs}
+    return sum(trial.state in done and trial.number not in continued for trial in trials)
+
+
+def _run_trial(optuna, study, space: dict, base: TrainConfig, folder: Path) -> None:
+    trial = study.ask(space)
+    name = trial.user_attrs.get("folder") or f"trial-{trial.number:03d}"
+    trial.set_user_attr("folder", name)
+    out = folder / name
+    cfg = dataclasses.replace(base, **trial.params, output_dir=str(out))
+{% if cookiecutter.tracker in ("mlflow", "wandb") %}
+    cfg = dataclasses.replace(cfg, experiment=f"{base.experiment}-{folder.name}")  # the study's trials together
+{% endif %}
+{% if ckpt %}
+    if (out / "last.pt").is_file():
+        cfg = dataclasses.replace(cfg, resume="auto")  # a killed trial goes on from its checkpoint
+    elif out.exists():
+        cfg = dataclasses.replace(cfg, overwrite=True)  # killed before its first checkpoint: start it again
+{% else %}
+    if out.exists():
+        cfg = dataclasses.replace(cfg, overwrite=True)  # a killed trial starts again
+{% endif %}
+    print(f"trial {trial.number} ({name}): {trial.params}")
+    try:
+        result = train(cfg, after_epoch=_Pruning(optuna, trial))
+    except optuna.TrialPruned:
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        print(f"trial {trial.number} pruned")
+    except UserError as exc:  # this trial's values, say a learning rate that diverges: the search goes on
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        print(f"trial {trial.number} failed: {one_line(exc)}")
+    else:
+        study.tell(trial, result["best_val_acc"])
+
+
+def _report(optuna, study, folder: Path) -> dict:
+    """trials.csv (and the same table printed), and best.yaml: the best trial's config, for `train --config`."""
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        run = folder / trial.user_attrs.get("folder", "")
+        epochs = _metrics_rows(run / "metrics.csv") if trial.user_attrs.get("folder") else []
+        row = {"number": trial.number, "state": trial.state.name, "folder": run.name}
+        row |= {f"param_{key}": value for key, value in trial.params.items()}
+        row |= {"best_val_acc": max((float(r["val_acc"]) for r in epochs), default=""), "epochs": len(epochs)}
+        rows.append(row)
+    table = io.StringIO()
+    writer = csv.DictWriter(table, list(dict.fromkeys(key for row in rows for key in row)), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(folder / "trials.csv", table.getvalue())
+    print(table.getvalue(), end="")
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        print(f"no trial has finished yet; run the same command again to go on (tune folder: {folder})")
+        return {"trials": rows, "best": None}
+    best = max(complete, key=lambda trial: trial.value)
+    config = yaml.safe_load((folder / best.user_attrs["folder"] / "config.yaml").read_text(encoding="utf-8"))
+    del config["output_dir"]  # a new run folder, not the trial's
+    write_text(folder / "best.yaml", yaml.safe_dump(config, sort_keys=False))
+    print(f"best: trial {best.number}, val_acc {best.value:.4f}; train it again: train --config {folder / 'best.yaml'}")
+    return {"trials": rows, "best": folder / "best.yaml"}
+
+
+def _metrics_rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as file:
+        return list(csv.DictReader(file))

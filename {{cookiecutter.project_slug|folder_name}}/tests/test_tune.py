@@ -1,0 +1,208 @@
+{% set ckpt = cookiecutter.use_checkpointing %}
+"""tune: a search that finishes, prunes a bad trial, goes on after a kill without repeating a finished trial, and
+whose best.yaml trains the best trial again."""
+
+import csv
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from {{ cookiecutter.package_name }} import tune as tune_module
+from {{ cookiecutter.package_name }}.config import make_config
+from {{ cookiecutter.package_name }}.errors import OutputError, UserError
+from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.tune import STUDY, load_space, tune
+
+PACKAGE = "{{ cookiecutter.package_name }}"
+
+
+@pytest.fixture
+def searched(tiny_config, tmp_path):
+    """What every trial shares: two epochs of six steps, enough for a good learning rate to beat chance."""
+    return replace(tiny_config, epochs=2, max_steps_per_epoch=6, output_dir=str(tmp_path / "tune"))
+
+
+def space_file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def trials_csv(folder: Path) -> list[dict]:
+    with open(folder / "trials.csv", newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def metrics(run: Path) -> list[dict]:
+    with open(run / "metrics.csv", newline="") as file:
+        return [{key: value for key, value in row.items() if key != "seconds"} for row in csv.DictReader(file)]
+
+
+def test_a_three_trial_search_finishes_and_reports_every_trial(searched, tmp_path):
+    space = space_file(tmp_path, "lr: {low: 0.01, high: 0.1, log: true}\n")
+    result = tune(searched, space, trials=3, timeout=None, startup_trials=5)
+    folder = Path(searched.output_dir)
+    rows = trials_csv(folder)
+    assert [(row["state"], row["epochs"], row["folder"]) for row in rows] == [
+        ("COMPLETE", "2", f"trial-00{number}") for number in range(3)
+    ]
+    for row in rows:  # each trial an ordinary run with the values it was given
+        run = folder / row["folder"]
+        assert 0.01 <= float(row["param_lr"]) <= 0.1 and (run / "model.pt").is_file()
+        assert yaml.safe_load((run / "config.yaml").read_text())["lr"] == float(row["param_lr"])
+        assert float(row["best_val_acc"]) == max(float(epoch["val_acc"]) for epoch in metrics(run))
+    assert len({row["param_lr"] for row in rows}) == 3  # three proposals
+    best = max(rows, key=lambda row: float(row["best_val_acc"]))
+    assert result["best"] == folder / "best.yaml"
+    assert yaml.safe_load((folder / "best.yaml").read_text())["lr"] == float(best["param_lr"])
+
+
+def test_the_same_seed_searches_the_same_way(searched, tmp_path):
+    space = space_file(tmp_path, "lr: {low: 0.01, high: 0.1, log: true}\n")
+    proposals = []
+    for name in ("a", "b"):
+        tune(replace(searched, epochs=1, output_dir=str(tmp_path / name)), space, 2, None, 5)
+        proposals.append([row["param_lr"] for row in trials_csv(tmp_path / name)])
+    assert proposals[0] == proposals[1]
+
+
+def test_a_trial_told_to_do_badly_is_pruned_at_its_first_epoch(searched, tmp_path):
+    space = space_file(tmp_path, "lr: [0.05, 1.0e-9]\n")
+    folder = Path(searched.output_dir)
+    folder.mkdir()
+    study = optuna.create_study(storage=f"sqlite:///{folder / 'study.db'}", study_name=STUDY, direction="maximize")
+    for lr in (0.05, 0.05, 1.0e-9):  # two trials that learn, then one that cannot
+        study.enqueue_trial({"lr": lr})
+    tune(searched, space, trials=3, timeout=None, startup_trials=2)
+    rows = trials_csv(folder)
+    assert [(row["state"], row["epochs"]) for row in rows] == [("COMPLETE", "2"), ("COMPLETE", "2"), ("PRUNED", "1")]
+
+
+def test_train_config_best_yaml_reproduces_the_best_trials_metrics(searched, tmp_path, monkeypatch):
+    space = space_file(tmp_path, "lr: {low: 0.01, high: 0.1}\nweight_decay: [0.0, 0.001]\n")
+    tune(replace(searched, deterministic=True), space, 2, None, 5)
+    folder = Path(searched.output_dir)
+    best = max(trials_csv(folder), key=lambda row: float(row["best_val_acc"]))
+    monkeypatch.chdir(tmp_path)
+    again = train(make_config({}, str(folder / "best.yaml")))  # as `train --config best.yaml`: a new run folder
+    assert Path(again["config"].output_dir).parent == tmp_path / "runs"
+    assert metrics(Path(again["config"].output_dir)) == metrics(folder / best["folder"])
+
+
+def test_the_search_space_shipped_with_the_project_is_valid():
+    space = load_space(str(Path(__file__).parents[1] / "search_space.yaml"))
+    assert {"lr", "weight_decay"} <= set(space)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "must map train options to a list of choices or a low/high range"),
+        ("colour: [red]\n", "colour is no option a trial can vary"),
+        ("output_dir: [a, b]\n", "output_dir is no option a trial can vary"),
+        ("lr: 0.1\n", "lr must be a list of choices or a low/high range"),
+        ("lr: {low: 0.1, high: 0.01}\n", "lr needs finite low < high"),
+        ("lr: {low: 0, high: 1, log: true}\n", "lr needs finite low < high"),
+        ("lr: {low: 0.01, high: x}\n", "lr must be a range"),
+        ("epochs: {low: 1.5, high: 3}\n", "epochs takes whole numbers"),
+        ("epochs: [0, 1]\n", "epochs: the choice 0 is not valid (--epochs must be at least 1, got 0)"),
+        ("optimizer: [sgd, sgd]\n", "optimizer must list different choices"),
+        ("optimizer: [sgd, rmsprop]\n", "optimizer: the choice 'rmsprop' is not valid"),
+        ("lr: [0.1\n", "is not valid YAML text"),
+    ],
+)
+def test_a_bad_search_space_is_one_line(tmp_path, text, message):
+    with pytest.raises(UserError) as raised:
+        load_space(space_file(tmp_path, text))
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_tune_without_optuna_names_the_extra(monkeypatch, tmp_path, searched):
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    with pytest.raises(UserError, match=r'tune needs Optuna: pip install -e "\.\[tune\]"'):
+        tune(searched, space_file(tmp_path, "lr: [0.1]\n"), 1, None, 5)
+
+
+def test_a_second_tune_into_the_same_folder_is_refused(searched, tmp_path):
+    folder = Path(searched.output_dir)
+    holder = tune_module._lock(folder)  # a tune running there
+    try:
+        with pytest.raises(OutputError, match="another tune is running in"):
+            tune(searched, space_file(tmp_path, "lr: [0.1]\n"), 1, None, 5)
+    finally:
+        os.close(holder)
+    assert not (folder / "study.db").exists()
+
+
+def test_a_folder_of_other_files_is_refused(searched, tmp_path):
+    folder = Path(searched.output_dir)
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="holds files that no tune wrote"):
+        tune(searched, space_file(tmp_path, "lr: [0.1]\n"), 1, None, 5)
+    assert sorted(path.name for path in folder.iterdir()) == ["notes.txt"]
+
+
+def trial_sections(output: str) -> dict[str, list[int]]:
+    """The epochs each trial trained in a tune's output: folder -> epoch numbers printed after its "trial" line."""
+    sections, current = {}, None
+    for line in output.splitlines():
+        if line.startswith("trial ") and " (trial-" in line:
+            current = line.split("(")[1].split(")")[0]
+            sections.setdefault(current, [])
+        elif current and line.startswith("epoch ") and line[6:7].isdigit():
+            sections[current].append(int(line.split()[1]))
+    return sections
+
+
+@pytest.mark.slow
+def test_a_killed_tune_repeats_no_finished_trial_and_continues_the_killed_one(tmp_path):
+    folder, epochs = tmp_path / "tune", 8
+    command = [sys.executable, "-m", PACKAGE, "tune", "--space", space_file(tmp_path, "lr: {low: 0.01, high: 0.1}\n")]
+    command += ["--trials", "3", "--epochs", str(epochs), "--max-steps-per-epoch", "2", "--batch-size", "16"]
+    command += ["--device", "cpu", "--no-plots", "--output-dir", str(folder)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src"), "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed = folder / "trial-001"
+{% if ckpt %}
+    sign = killed / "last.pt"  # its first epoch saved
+{% else %}
+    sign = killed / "metrics.csv"  # its first epoch done
+{% endif %}
+    deadline = time.monotonic() + 240
+    while not sign.exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first.kill()
+    before = first.communicate()[0]
+    assert sign.exists() and not (killed / "model.pt").exists(), before[-3000:]  # killed mid-trial
+{% if ckpt %}
+    done = len(metrics(killed))  # the epochs of its checkpoint
+{% endif %}
+    finished = (folder / "trial-000" / "model.pt").stat().st_mtime_ns
+
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    trained = trial_sections(again.stdout)
+    assert "trial-000" not in trained and (folder / "trial-000" / "model.pt").stat().st_mtime_ns == finished
+{% if ckpt %}
+    assert trained["trial-001"] == list(range(done + 1, epochs + 1))  # from its checkpoint, not from the start
+    assert f"resumed from {killed / 'last.pt'} after epoch {done}" in again.stdout
+{% else %}
+    assert trained["trial-001"] == list(range(1, epochs + 1))  # without checkpoints, trained again from its start
+{% endif %}
+    assert trained["trial-003"] == list(range(1, epochs + 1))  # the next trial, under its own number
+    rows = trials_csv(folder)
+    assert [(row["state"], row["folder"]) for row in rows] == [
+        ("COMPLETE", "trial-000"),
+        ("FAIL", "trial-001"),  # the killed one, continued by the next
+        ("COMPLETE", "trial-001"),
+        ("COMPLETE", "trial-003"),
+    ]
+    assert [len(metrics(folder / f"trial-00{number}")) for number in (0, 1, 3)] == [epochs] * 3
