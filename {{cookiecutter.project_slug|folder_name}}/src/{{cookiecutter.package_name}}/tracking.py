@@ -192,7 +192,8 @@ class Tracker:
 
     def _start(self) -> None:
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # offline: nothing leaves the machine
-        logging.getLogger("mlflow").setLevel(logging.WARNING)  # not a line per database migration
+        # not a line per database migration, nor a traceback per failed write: its errors reach `guarded` as exceptions
+        logging.getLogger("mlflow").setLevel(logging.CRITICAL)
         from mlflow import MlflowClient
         from mlflow.entities import Param
 
