@@ -271,5 +271,6 @@ class Tracker:
             artifact.add_file(str(path))
         self.run.log_artifact(artifact)
         self.run.finish()
+        wandb.teardown()  # its service process writes its logs into the run folder until stopped
 {% endif %}
 {% endif %}
