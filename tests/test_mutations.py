@@ -777,8 +777,8 @@ MUTATIONS = {
     ),
     "a killed trial counted as finished": (
         "tune.py",
-        "    return sum(trial.state in done and trial.number not in continued for trial in trials)",
-        "    return sum(trial.state in done for trial in trials)",
+        "    return sum(trial.state in done and trial.number not in continued | stopped for trial in trials)",
+        "    return sum(trial.state in done and trial.number not in stopped for trial in trials)",
         "tests/test_tune.py::test_a_killed_tune_repeats_no_finished_trial_and_continues_the_killed_one",
     ),
     "a killed trial starts again instead of continuing": (

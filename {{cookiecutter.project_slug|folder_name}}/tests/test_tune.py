@@ -16,7 +16,7 @@ import yaml
 
 from {{ cookiecutter.package_name }} import tune as tune_module
 from {{ cookiecutter.package_name }}.config import make_config
-from {{ cookiecutter.package_name }}.errors import OutputError, UserError
+from {{ cookiecutter.package_name }}.errors import DataError, OutputError, UserError
 from {{ cookiecutter.package_name }}.train import train
 from {{ cookiecutter.package_name }}.tune import STUDY, load_space, tune
 
@@ -116,12 +116,51 @@ def test_the_search_space_shipped_with_the_project_is_valid():
         ("optimizer: [sgd, sgd]\n", "optimizer must list different choices"),
         ("optimizer: [sgd, rmsprop]\n", "optimizer: the choice 'rmsprop' is not valid"),
         ("lr: [0.1\n", "is not valid YAML text"),
+        ("lr: {low: 0.01, high: 0.1, step: 0}\n", "a step a number between 0 and high - low"),
+        ("lr: {low: 0.01, high: 0.1, step: 1.0}\n", "a step a number between 0 and high - low"),
+        ("lr: {low: 0.01, high: 0.1, log: 'false'}\n", "log must be true or false"),
     ],
 )
 def test_a_bad_search_space_is_one_line(tmp_path, text, message):
     with pytest.raises(UserError) as raised:
         load_space(space_file(tmp_path, text))
     assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_bad_flag_every_trial_shares_stops_the_search_and_costs_no_trial(searched, tmp_path):
+    space = space_file(tmp_path, "lr: [0.05]\n")
+    with pytest.raises(DataError):
+        tune(replace(searched, data=str(tmp_path / "missing")), space, 1, None, 5)
+    tune(searched, space, 1, None, 5)  # fixed: the same command goes on, with the trial still to run
+    assert [row["state"] for row in trials_csv(Path(searched.output_dir))] == ["FAIL", "COMPLETE"]
+
+
+def test_a_link_planted_as_a_trial_folder_is_replaced_not_followed(searched, tmp_path):
+    victim = train(replace(searched, output_dir=str(tmp_path / "victim")))["weights"]
+    before = victim.read_bytes()
+    folder = Path(searched.output_dir)
+    folder.mkdir()
+    optuna.create_study(storage=f"sqlite:///{folder / 'study.db'}", study_name=STUDY, direction="maximize")
+    (folder / "trial-000").symlink_to(victim.parent, target_is_directory=True)
+    tune(searched, space_file(tmp_path, "lr: [0.02]\n"), 1, None, 5)
+    assert victim.read_bytes() == before and not (folder / "trial-000").is_symlink()
+    assert (folder / "trial-000" / "model.pt").is_file()
+
+
+def test_a_trial_finished_outside_a_stopped_tune_counts_as_it_is(searched, tmp_path):
+    """Stopped (SIGTERM) mid-trial, the trial trained to its end by hand: the next tune takes its result."""
+    space = space_file(tmp_path, "lr: [0.03]\n")
+    folder = Path(searched.output_dir)
+    folder.mkdir()
+    study = optuna.create_study(storage=f"sqlite:///{folder / 'study.db'}", study_name=STUDY, direction="maximize")
+    running = study.ask(load_space(space))  # the trial the stopped tune was running
+    running.set_user_attr("folder", "trial-000")
+    weights = train(replace(searched, lr=0.03, output_dir=str(folder / "trial-000")))["weights"]
+    trained = weights.stat().st_mtime_ns
+    tune(searched, space, 1, None, 5)
+    rows = trials_csv(folder)
+    assert [(row["state"], row["folder"]) for row in rows] == [("FAIL", "trial-000"), ("COMPLETE", "trial-000")]
+    assert weights.stat().st_mtime_ns == trained  # not trained again
 
 
 def test_tune_without_optuna_names_the_extra(monkeypatch, tmp_path, searched):

@@ -34,6 +34,7 @@ import threading
 {% endif %}
 {% if cookiecutter.tracker == "mlflow" %}
 import time
+import urllib.parse
 {% endif %}
 from pathlib import Path
 
@@ -192,6 +193,9 @@ class Tracker:
 
     def _start(self) -> None:
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # offline: nothing leaves the machine
+        # a tracking server that is down costs seconds, not MLflow's default of minutes of retries per request
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         # not a line per database migration, nor a traceback per failed write: its errors reach `guarded` as exceptions
         logging.getLogger("mlflow").setLevel(logging.CRITICAL)
         from mlflow import MlflowClient
@@ -199,7 +203,7 @@ class Tracker:
 
         uri = self.cfg.tracking_uri
         if "://" not in uri:  # a folder: an SQLite store in it, the artifacts beside it
-            uri = f"sqlite:///{Path(uri, 'mlflow.db')}"
+            uri = f"sqlite:///{urllib.parse.quote(str(Path(uri, 'mlflow.db')))}"  # a ? or # in a name stays in it
             Path(self.cfg.tracking_uri).mkdir(parents=True, exist_ok=True)
         self.run = MlflowClient(uri)
         if self.run_id:
@@ -249,6 +253,7 @@ class Tracker:
             config=saved_fields(self.cfg),
             dir=self.out,
             mode=mode,
+            reinit="finish_previous",  # a run a pruned trial of tune left open is not continued by the next
             settings=wandb.Settings(console="off"),  # the run's own output stays as it is
         )
         self.run_id = self.run.id
@@ -268,7 +273,7 @@ class Tracker:
         self.run.summary["best_val_acc"] = best_val_acc
         artifact = wandb.Artifact(f"run-{self.run_id}", type="run-folder")
         for path in reports(self.out):
-            artifact.add_file(str(path))
+            artifact.add_file(str(path), policy="immutable")  # not a staged copy of every file in the home folder
         self.run.log_artifact(artifact)
         self.run.finish()
         wandb.teardown()  # its service process writes its logs into the run folder until stopped

@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce
-from .errors import OutputError, UserError, one_line
+from .errors import OutputError, TrainingDiverged, UserError, one_line
 from .files import cannot_write, write_text
 from .train import train
 
@@ -89,12 +89,14 @@ def _range(optuna, name: str, kind: type, values: dict, where: str):
     low, high, log, step = values["low"], values["high"], values.get("log", False), values.get("step")
     if not (math.isfinite(low) and math.isfinite(high) and low < high) or (log and low <= 0) or (step and log):
         raise UserError(f"{where} needs finite low < high (low > 0 with log: true; log and step do not mix)")
+    if not isinstance(log, bool) or (step is not None and not 0 < step <= high - low):
+        raise UserError(f"{where}: log must be true or false, and a step a number between 0 and high - low")
     if kind is int:
         if not all(float(v).is_integer() for v in numbers):
             raise UserError(f"{where} takes whole numbers")
-        distribution = optuna.distributions.IntDistribution(int(low), int(high), log=bool(log), step=int(step or 1))
+        distribution = optuna.distributions.IntDistribution(int(low), int(high), log=log, step=int(step or 1))
     else:
-        distribution = optuna.distributions.FloatDistribution(float(low), float(high), log=bool(log), step=step)
+        distribution = optuna.distributions.FloatDistribution(float(low), float(high), log=log, step=step)
     _check_values(name, [kind(low), kind(high)], where)
     return distribution
 
@@ -169,7 +171,8 @@ def _finished(optuna, study) -> int:
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
     trials = study.get_trials(deepcopy=False)
     continued = {trial.user_attrs["continues"] for trial in trials if "continues" in trial.user_attrs}
-    return sum(trial.state in done and trial.number not in continued for trial in trials)
+    stopped = {trial.number for trial in trials if trial.user_attrs.get("stopped")}
+    return sum(trial.state in done and trial.number not in continued | stopped for trial in trials)
 
 
 def _run_trial(optuna, study, space: dict, base: TrainConfig, folder: Path) -> None:
@@ -177,6 +180,11 @@ def _run_trial(optuna, study, space: dict, base: TrainConfig, folder: Path) -> N
     name = trial.user_attrs.get("folder") or f"trial-{trial.number:03d}"
     trial.set_user_attr("folder", name)
     out = folder / name
+    if out.is_symlink():  # planted: a trial writes into its own folder, not wherever a link points
+        out.unlink()
+    if (out / "model.pt").is_file():  # trained to its end after tune was stopped: its result counts
+        study.tell(trial, max(float(row["val_acc"]) for row in _metrics_rows(out / "metrics.csv")))
+        return
     cfg = dataclasses.replace(base, **trial.params, output_dir=str(out))
 {% if cookiecutter.tracker in ("mlflow", "wandb") %}
     cfg = dataclasses.replace(cfg, experiment=f"{base.experiment}-{folder.name}")  # the study's trials together
@@ -196,9 +204,13 @@ def _run_trial(optuna, study, space: dict, base: TrainConfig, folder: Path) -> N
     except optuna.TrialPruned:
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         print(f"trial {trial.number} pruned")
-    except UserError as exc:  # this trial's values, say a learning rate that diverges: the search goes on
+    except TrainingDiverged as exc:  # this trial's values (a learning rate too high, say): the search goes on
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         print(f"trial {trial.number} failed: {one_line(exc)}")
+    except UserError:  # the data, a flag shared by every trial: fix it and run the same command again
+        trial.set_user_attr("stopped", True)  # not one of --trials: it runs again
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        raise
     else:
         study.tell(trial, result["best_val_acc"])
 
@@ -220,9 +232,9 @@ def _report(optuna, study, folder: Path) -> dict:
     write_text(folder / "trials.csv", table.getvalue())
     print(table.getvalue(), end="")
     complete = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+    complete = [t for t in complete if (folder / t.user_attrs["folder"] / "config.yaml").is_file()]  # not deleted
     if not complete:
-        print(f"no trial has finished yet; run the same command again to go on (tune folder: {folder})")
-        return {"trials": rows, "best": None}
+        raise UserError(f"no trial has completed (see {folder / 'trials.csv'}); widen the search space or the epochs")
     best = max(complete, key=lambda trial: trial.value)
     config = yaml.safe_load((folder / best.user_attrs["folder"] / "config.yaml").read_text(encoding="utf-8"))
     del config["output_dir"]  # a new run folder, not the trial's
