@@ -822,8 +822,8 @@ MUTATIONS = {
     ),
     "the run folder's reports not in the W&B artifact": (
         "tracking.py",
-        "            artifact.add_file(str(path))",
-        "            pass",
+        'artifact.add_file(str(path), policy="immutable")',
+        "pass",
         "tests/test_tracking.py::test_the_weights_and_reports_are_the_runs_artifact",
         "wandb",
     ),
