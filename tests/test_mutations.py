@@ -787,6 +787,12 @@ MUTATIONS = {
         "        cfg = dataclasses.replace(cfg, overwrite=True)",
         "tests/test_tune.py::test_a_killed_tune_repeats_no_finished_trial_and_continues_the_killed_one",
     ),
+    "a search continued with other flags": (
+        "tune.py",
+        "    if changed:",
+        "    if False:",
+        "tests/test_tune.py::test_a_search_continued_with_other_flags_or_another_space_is_refused",
+    ),
     "best.yaml keeps the trial's folder": (
         "tune.py",
         '    del config["output_dir"]  # a new run folder, not the trial\'s',

@@ -163,6 +163,19 @@ def test_a_trial_finished_outside_a_stopped_tune_counts_as_it_is(searched, tmp_p
     assert weights.stat().st_mtime_ns == trained  # not trained again
 
 
+def test_a_search_continued_with_other_flags_or_another_space_is_refused(searched, tmp_path):
+    space = space_file(tmp_path, "lr: [0.05, 0.02]\n")
+    tune(replace(searched, epochs=1), space, 1, None, 5)
+    with pytest.raises(UserError, match=r"ran with other settings \(differs in: epochs\)"):
+        tune(searched, space, 2, None, 5)
+    other = tmp_path / "other.yaml"
+    other.write_text("lr: [0.05, 0.03]\n")
+    with pytest.raises(UserError, match=r"\(differs in: the search space\)"):
+        tune(replace(searched, epochs=1), str(other), 2, None, 5)
+    tune(replace(searched, epochs=1, num_workers=1), space, 2, None, 5)  # where and how fast it runs may change
+    assert len(trials_csv(Path(searched.output_dir))) == 2
+
+
 def test_tune_without_optuna_names_the_extra(monkeypatch, tmp_path, searched):
     monkeypatch.setitem(sys.modules, "optuna", None)
     with pytest.raises(UserError, match=r'tune needs Optuna: pip install -e "\.\[tune\]"'):

@@ -46,8 +46,10 @@ from torch.utils.tensorboard import SummaryWriter
 {% endif %}
 from .config import saved_fields
 from .errors import first_line
-{% if cookiecutter.tracker == "tensorboard" %}
+{% if cookiecutter.tracker in ("tensorboard", "wandb") %}
 from .files import own_folder
+{% endif %}
+{% if cookiecutter.tracker == "tensorboard" %}
 from .plots import confusion_figure
 {% endif %}
 
@@ -243,6 +245,7 @@ class Tracker:
         import wandb
 
         mode = None if "WANDB_MODE" in os.environ else "offline"  # offline unless asked otherwise
+        own_folder(self.out / "wandb")  # a planted link is replaced, not followed
         self.run = wandb.init(
             project=self.cfg.experiment,
             name=self.out.name,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce
+from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce, saved_fields
 from .errors import OutputError, TrainingDiverged, UserError, one_line
 from .files import cannot_write, write_text
 from .train import train
@@ -148,6 +148,7 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
             load_if_exists=True,
             pruner=optuna.pruners.MedianPruner(n_startup_trials=startup_trials),
         )
+        _check_same_search(study, base, space, folder)
         _continue_killed_trials(optuna, study)
         # seeded, and a search continued later does not replay the proposals it already made
         study.sampler = optuna.samplers.TPESampler(seed=base.seed + len(study.trials))
@@ -157,6 +158,28 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
         return _report(optuna, study, folder)
     finally:
         os.close(lock)
+
+
+def _check_same_search(study, base: TrainConfig, space: dict, folder: Path) -> None:
+    """A tune folder holds one search: continued with other shared flags or another space, its trials would not
+    compare (and a killed trial could not continue). Where and how fast trials run may change."""
+    where = {"output_dir", "device", "gpus", "num_workers"}
+    search = {
+        "flags": {key: value for key, value in saved_fields(base).items() if key not in space and key not in where},
+        "space": {name: repr(distribution) for name, distribution in space.items()},
+    }
+    counted = [trial for trial in study.trials if not trial.user_attrs.get("stopped")]
+    if "search" not in study.user_attrs or not counted:  # nothing to compare with yet
+        study.set_user_attr("search", search)
+        return
+    saved = study.user_attrs["search"]
+    changed = [key for key in search["flags"] if saved["flags"].get(key) != search["flags"][key]]
+    changed += ["the search space"] if saved["space"] != search["space"] else []
+    if changed:
+        raise UserError(
+            f"the search in {folder} ran with other settings (differs in: {', '.join(changed)}); "
+            "give it the same flags and space, or pick another --output-dir"
+        )
 
 
 def _continue_killed_trials(optuna, study) -> None:
