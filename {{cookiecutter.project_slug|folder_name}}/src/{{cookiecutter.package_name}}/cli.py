@@ -118,6 +118,10 @@ def run(args: argparse.Namespace) -> None:
     if args.command == "tune":
         from .tune import tune
 
+{% if cookiecutter.use_distributed %}
+        if launched():  # every rank would run its own search
+            raise UserError("tune runs its trials one after another in one process: start it without torchrun")
+{% endif %}
         search = ("space", "trials", "timeout", "startup_trials")
         values = {k: v for k, v in vars(args).items() if k not in ("command", "debug", "config", *search)}
         given = sorted(PER_INVOCATION & set(values))
