@@ -25,8 +25,9 @@ PACKAGE = "{{ cookiecutter.package_name }}"
 
 @pytest.fixture
 def searched(tiny_config, tmp_path):
-    """What every trial shares: two epochs of six steps, enough for a good learning rate to beat chance."""
-    return replace(tiny_config, epochs=2, max_steps_per_epoch=6, output_dir=str(tmp_path / "tune"))
+    """What every trial shares: two epochs of six steps of the built-in CNN, enough for a good learning rate to beat
+    chance (whatever this render's default model)."""
+    return replace(tiny_config, model="small_cnn", epochs=2, max_steps_per_epoch=6, output_dir=str(tmp_path / "tune"))
 
 
 def space_file(tmp_path: Path, text: str) -> str:
@@ -219,7 +220,7 @@ def test_a_killed_tune_repeats_no_finished_trial_and_continues_the_killed_one(tm
     folder, epochs = tmp_path / "tune", 8
     command = [sys.executable, "-m", PACKAGE, "tune", "--space", space_file(tmp_path, "lr: {low: 0.01, high: 0.1}\n")]
     command += ["--trials", "3", "--epochs", str(epochs), "--max-steps-per-epoch", "2", "--batch-size", "16"]
-    command += ["--device", "cpu", "--no-plots", "--output-dir", str(folder)]
+    command += ["--model", "small_cnn", "--device", "cpu", "--no-plots", "--output-dir", str(folder)]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src"), "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = folder / "trial-001"
