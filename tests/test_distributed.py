@@ -89,7 +89,8 @@ def torchrun(project: Path, workers: int, *args: str, timeout: float = 300) -> s
     env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={workers}", *args]
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    others = "\n".join(line for line in done.stderr.splitlines() if line.startswith("[rank1]"))  # a crash of rank 1
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + "\nrank 1:\n" + others[-3000:]
     return done
 
 
