@@ -19,6 +19,7 @@ from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.checkpoint import SCRIPT
 from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.models import read_weights
 
@@ -94,6 +95,122 @@ def test_resumed_run_equals_an_uninterrupted_one_bitwise(
     assert_same_state(last[0]["ema"], last[1]["ema"])
 {% endif %}
     assert metrics_without_time(straight) == metrics_without_time(interrupted)
+
+
+# Every trick of the render that draws random numbers or spans batches, at work in the runs stopped mid-epoch below.
+MID_EPOCH = {
+    "epochs": 2,
+    "max_steps_per_epoch": 5,
+    "batch_size": 8,
+    "deterministic": True,
+    "augment": "randaugment",
+    "random_erasing": 0.5,
+    "sampler": "balanced",
+{% if cookiecutter.use_mixup %}
+    "cutmix_alpha": 1.0,
+{% endif %}
+}
+
+
+def batches_trained(monkeypatch, stop_after: int | None = None) -> list[int]:
+    """The steps (within their epoch) of each batch train() trains from here on; with `stop_after`, a stop asked for
+    after that many batches, as SIGTERM asks for it."""
+    steps, after_step = [], checkpoint.Checkpoints.after_step
+
+    def counted(self, progress, update):
+        steps.append(progress.step)
+        if len(steps) == stop_after:
+            self.stop._request(signal.SIGTERM, None)
+        return after_step(self, progress, update)
+
+    monkeypatch.setattr(checkpoint.Checkpoints, "after_step", counted)
+    return steps
+
+
+@pytest.mark.parametrize(
+    ("accumulate", "stop_after", "saved_at"),
+    [(1, 6, 1), (1, 8, 3), (1, 10, 5), (3, 7, 3)],
+    ids=["step 1 of epoch 2", "mid-epoch", "last step", "inside an accumulation group: after it"],
+)
+def test_a_run_stopped_at_any_step_resumes_to_the_weights_of_the_uninterrupted_run(
+    tiny_config, tmp_path, monkeypatch, capsys, accumulate, stop_after, saved_at
+):
+    cfg = replace(tiny_config, accumulate_steps=accumulate, **MID_EPOCH)
+    straight, run = tmp_path / "straight", tmp_path / "stopped"
+    train_module.train(replace(cfg, output_dir=str(straight)))
+    steps = batches_trained(monkeypatch, stop_after)
+    with pytest.raises(SystemExit) as stopped:
+        train_module.train(replace(cfg, output_dir=str(run)))
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert f"{run / 'last.pt'} holds step {saved_at} of epoch 2; continue with" in capsys.readouterr().err
+    state = torch.load(run / "last.pt", weights_only=True)
+    assert state["epoch"] == 1 and state["progress"][0]["step"] == saved_at and not (run / "model.pt").exists()
+
+    steps.clear()
+    # A new worker count too: the augmentations do not depend on it.
+    train_module.train(replace(cfg, output_dir=str(run), resume="auto", num_workers=2))
+    assert f"resumed from {run / 'last.pt'} at step {saved_at} of epoch 2" in capsys.readouterr().out
+    assert steps == list(range(saved_at + 1, 6))  # the steps after the checkpoint, each once
+    assert_same_state(torch.load(straight / "model.pt"), torch.load(run / "model.pt"))
+{% if cookiecutter.use_ema %}
+    assert_same_state(torch.load(straight / "ema.pt"), torch.load(run / "ema.pt"))
+{% endif %}
+    assert metrics_without_time(straight) == metrics_without_time(run)  # the resumed epoch reports the whole epoch
+
+
+def test_the_number_of_data_loading_workers_never_changes_the_weights(tiny_config, tmp_path):
+    cfg = replace(tiny_config, **(MID_EPOCH | {"max_steps_per_epoch": 2}))
+    runs = [train_module.train(replace(cfg, num_workers=n, output_dir=str(tmp_path / str(n)))) for n in (0, 1, 3)]
+    for run in runs[1:]:
+        assert_same_state(runs[0]["model"].state_dict(), run["model"].state_dict())
+        assert run["metrics"][-1]["train_loss"] == runs[0]["metrics"][-1]["train_loss"]
+
+
+def saves(monkeypatch) -> list:
+    """The checkpoints train() writes from here on: the step of each mid-epoch one, "epoch" for one after an epoch."""
+    written, save = [], checkpoint.save_checkpoints
+
+    def recorded(out, stateful, loader, metrics, cfg, progress=None):
+        written.append(progress.step if progress else "epoch")
+        save(out, stateful, loader, metrics, cfg, progress)
+
+    monkeypatch.setattr(checkpoint, "save_checkpoints", recorded)
+    return written
+
+
+def test_checkpoint_every_n_steps_saves_mid_epoch_after_each_nth_optimizer_step(tiny_config, monkeypatch):
+    written = saves(monkeypatch)
+    train_module.train(replace(tiny_config, epochs=2, max_steps_per_epoch=5, checkpoint_every="2"))
+    assert written == [2, 4, "epoch", 2, 4, "epoch"]
+    written.clear()
+    cfg = replace(tiny_config, max_steps_per_epoch=5, checkpoint_every="1", accumulate_steps=2, overwrite=True)
+    train_module.train(cfg)
+    assert written == [2, 4, 5, "epoch"]  # after each optimizer step: the groups end at batches 2, 4 and 5
+
+
+def test_checkpoint_every_minutes_saves_when_the_time_has_come(tiny_config, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(checkpoint.time, "monotonic", lambda: now[0])
+    steps, written = batches_trained(monkeypatch), saves(monkeypatch)
+    monkeypatch.setattr(checkpoint.Checkpoints, "after_step", _ticking(checkpoint.Checkpoints.after_step, now))
+    train_module.train(replace(tiny_config, max_steps_per_epoch=5, checkpoint_every="10min"))
+    assert steps == [1, 2, 3, 4, 5] and written == [2, 4, "epoch"]
+
+
+def _ticking(after_step, now: list[float]):
+    """after_step on a clock that runs five minutes per batch."""
+
+    def ticked(self, progress, update):
+        now[0] += 300
+        return after_step(self, progress, update)
+
+    return ticked
+
+
+def test_a_checkpoint_every_that_is_no_count_of_steps_or_minutes_is_refused():
+    for bad in ("0", "-5", "10s", "ten", "1.5min", " 5"):
+        with pytest.raises(UserError, match=f"--checkpoint-every takes steps or minutes \\(500, 10min\\), got {bad}"):
+            replace(TrainConfig(), checkpoint_every=bad)
 
 
 def test_checkpoints_hold_plain_data_and_best_follows_val_acc(tiny_config, tmp_path):

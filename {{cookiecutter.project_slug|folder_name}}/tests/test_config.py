@@ -27,7 +27,11 @@ from {{ cookiecutter.package_name }}.config import FIELDS, TrainConfig, make_con
 # Literal on purpose, not config.PER_INVOCATION: config.yaml must replay every other field, whatever config.py says.
 PER_INVOCATION = {"overwrite", "init_from"{% if cookiecutter.use_checkpointing %}, "resume"{% endif %}}
 # The only values the derivation cannot make valid.
-ROUND_TRIP_OVERRIDES = {% if cookiecutter.use_checkpointing %}{"init_from": None}  # refused together with --resume{% else %}{}{% endif %}
+{% if cookiecutter.use_checkpointing %}
+ROUND_TRIP_OVERRIDES = {"init_from": None, "checkpoint_every": "10min"}  # refused together with --resume; a format
+{% else %}
+ROUND_TRIP_OVERRIDES: dict = {}
+{% endif %}
 
 BUILD_OVERRIDES = {"model": ["mobilenet_v3_small", "resnet18"]}  # real architectures, not a derived name
 # Options that configure nothing train() builds before its first step: why, and the tests that cover them.
@@ -47,6 +51,9 @@ EXEMPT = {
     "profile": "wraps the loop's loader: test_debugging.py",
 {% if cookiecutter.use_amp %}
     "precision": "the loop's autocast (no scaler on a CPU): test_amp.py",
+{% endif %}
+{% if cookiecutter.use_checkpointing %}
+    "checkpoint_every": "when the loop saves mid-epoch: test_checkpoint.py",
 {% endif %}
 {% if cookiecutter.use_distributed %}
     "nproc": "how many processes the command line starts: test_distributed.py",

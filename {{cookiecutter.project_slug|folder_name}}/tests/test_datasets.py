@@ -77,7 +77,7 @@ def test_a_folder_of_class_folders_is_held_out_per_class_and_the_split_saved(pho
     assert "3 classes (train/val images): cats 16/4, dogs 8/2, owls 4/1" in capsys.readouterr().out
 
     data = build_data(resolve(on(photos, tiny_config)), CPU)
-    train_files = {path for path, _ in data.train.dataset.samples}
+    train_files = {path for path, _ in data.train.dataset.dataset.samples}
     val_files = {path for path, _ in data.val.dataset.samples}
     assert not train_files & val_files and len(train_files | val_files) == sum(COUNTS.values())
     assert val_files == {str(photos / row["path"]) for row in rows if row["split"] == "val"}
@@ -151,7 +151,7 @@ def test_a_csv_of_paths_and_labels_trains_held_out_or_with_its_own_split(labelle
     data = build_data(resolve(own_split), CPU)
     assert {path for path, _ in data.val.dataset.samples} == {str(folder / name) for name in chosen}
     assert data.classes == ["cats", "dogs", "owls"]
-    owl = data.train.dataset.samples[-1]
+    owl = data.train.dataset.dataset.samples[-1]
     assert "owls" in owl[0] and owl[1] == 2  # labels are class names, indexed in sorted order
 
 
@@ -332,7 +332,11 @@ def test_validation_never_augments(photos, tiny_config):
     cfg = resolve(on(photos, tiny_config, augment="autoaugment", hflip=True, random_erasing=1.0))
     data = build_data(cfg, CPU)
     assert torch.equal(data.val.dataset[0][0], data.val.dataset[0][0])
-    assert not torch.equal(data.train.dataset[0][0], data.train.dataset[0][0])  # erasing alone, p=1, differs
+    training = data.train.dataset
+    first = training[0][0]
+    assert torch.equal(first, training[0][0])  # an image's augmentation: from the seed, the epoch and its index
+    training.epoch += 1
+    assert not torch.equal(first, training[0][0])  # erasing alone, p=1, differs
 
 
 def test_hflip_defaults_off_for_digits_and_is_saved_resolved(tiny_config):

@@ -1,31 +1,37 @@
 {% if cookiecutter.use_checkpointing %}
-"""Checkpoints: `last.pt` every epoch, `best.pt` by validation accuracy, and exact resume.
+"""Checkpoints: `last.pt` every epoch and, with --checkpoint-every or on a stop signal, in the middle of one;
+`best.pt` by validation accuracy; and exact resume from either.
 
 A checkpoint holds plain data only (tensors, numbers, strings, lists, dicts), so `torch.load(...,
 weights_only=True)` reads it and no code is ever unpickled. Files are written to a temporary name and
 renamed, so a crash mid-write leaves the previous checkpoint intact.
 """
 
+import dataclasses
 import random
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from . import files
-from .config import saved_fields
+from .config import CHECKPOINT_EVERY, saved_fields
+from .data import start_epoch
 {% if cookiecutter.use_distributed %}
-from .distributed import barrier, gather, is_main, rank
+from .distributed import Agreement, barrier, gather, is_distributed, is_main, rank, world_size
 {% endif %}
+from .engine import Progress
 from .errors import ModelError, OutputError, first_line, load_failure, state_dict_mismatch
 
 # the console script, as the stop message tells the user to run it
 SCRIPT = "{{ cookiecutter.project_slug }}"
 RESUME_FROM = "resume from the last.pt or best.pt of a run"
 FITTING = "resume with the flags the run was trained with, or start anew from its weights with --init-from"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)  # schedulers, Ctrl-C, SLURM's warning before a limit
 
 
 def rng_state(loader_generator: torch.Generator) -> dict:
@@ -53,26 +59,32 @@ def restore_rng(state: dict, loader_generator: torch.Generator) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def save_checkpoints(out: Path, stateful: dict, loader_generator, metrics: list[dict], cfg) -> None:
+def save_checkpoints(out: Path, stateful: dict, loader, metrics: list[dict], cfg, progress: Progress | None = None):
+    """last.pt after an epoch, or in the middle of one with the epoch's `progress` (and no best.pt then)."""
+    rng = rng_state(loader.generator)
+    if progress:  # the generator as the epoch started: the resumed epoch draws the same order, then skips its start
+        rng["loader"] = loader.sampler.epoch_start
+    own = {"rng": rng, "progress": progress and _on_cpu(dataclasses.asdict(progress))}
 {% if cookiecutter.use_distributed %}
-    """Rank 0 writes the checkpoints, every rank's random state included. Called on every rank; returns once the
-    files are complete, so any rank may read them afterwards."""
-    rng = gather(rng_state(loader_generator))
+    every = gather(own)  # each rank's own random streams and sums; rank 0 writes them all
     if is_main():
-        _write(out, stateful, rng, metrics, cfg)
-    barrier()
+        _write(out, stateful, every, metrics, cfg)
+    barrier()  # the files are complete when this returns: any rank may read them afterwards
 {% else %}
-    """The checkpoints of the newest epoch, with the random streams that continue it exactly."""
-    _write(out, stateful, [rng_state(loader_generator)], metrics, cfg)
+    _write(out, stateful, [own], metrics, cfg)
 {% endif %}
 
 
-def _write(out: Path, stateful: dict, rng: list[dict], metrics: list[dict], cfg) -> None:
-    """Write last.pt; copy it to best.pt when the newest epoch has the best validation accuracy so far."""
+def _write(out: Path, stateful: dict, ranks: list[dict], metrics: list[dict], cfg) -> None:
+    """Write last.pt; after an epoch, copy it to best.pt when that epoch has the best validation accuracy so far."""
     state = {name: _on_cpu(obj.state_dict()) for name, obj in stateful.items()}  # loads on any machine
+    rng = [own["rng"] for own in ranks]
     state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng, "config": saved_fields(cfg)}
+    mid_epoch = ranks[0]["progress"] is not None
+    if mid_epoch:
+        state["progress"] = [own["progress"] for own in ranks]
     files.save(state, out / "last.pt")
-    if metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):
+    if not mid_epoch and metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):
         files.copy(out / "last.pt", out / "best.pt")
 
 
@@ -214,21 +226,97 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
         restore_rng(state["rng"][index], loader_generator)
     except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError) as exc:
         raise ModelError(f"{path}: its random streams cannot be restored ({first_line(exc)}); {RESUME_FROM}") from None
-    print(f"resumed from {path} after epoch {state['epoch']}")
+    print(f"resumed from {path} {_position(state)}")
     return state["metrics"]
 
 
-class GracefulStop:
-    """SIGTERM and SIGINT (how schedulers and Ctrl-C stop jobs) end the run at a resumable point.
+def _position(state: dict) -> str:
+    if "progress" in state:
+        return f"at step {state['progress'][0]['step']} of epoch {state['epoch'] + 1}"
+    return f"after epoch {state['epoch']}"
 
+
+def resumed_progress(found: tuple[Path, dict] | None, device: torch.device) -> Progress | None:
+    """Where the epoch a mid-epoch checkpoint stopped in stands, on this process; None after a whole epoch."""
+    if found is None or "progress" not in found[1]:
+        return None
+    path, state = found
 {% if cookiecutter.use_distributed %}
-    The current epoch ends and is saved first: all processes must agree on where they stop, and agreeing
-    at every step would cost a collective per step. torchrun gives its workers 30 s after passing the
-    signal on; an epoch that runs longer is killed and the previous epoch's checkpoint is where to resume.
-    A second signal exits at once.
+    if len(state["progress"]) != world_size():  # each process's share of the epoch's images depends on their number
+        processes = len(state["progress"])
+        raise ModelError(f"{path} was saved mid-epoch by {processes} processes: resume it with {processes} processes")
+    saved = state["progress"][rank()]
 {% else %}
-    The current step finishes and the partial epoch is dropped: resuming from the last checkpoint trains it
-    again, exactly as the uninterrupted run would have. A second signal exits at once.
+    if len(state["progress"]) != 1:  # each process's share of the epoch's images depends on their number
+        raise ModelError(f"{path} was saved mid-epoch by {len(state['progress'])} processes: resume it with as many")
+    saved = state["progress"][0]
+{% endif %}
+    try:
+        return Progress(**{key: value.to(device) if torch.is_tensor(value) else value for key, value in saved.items()})
+    except (AttributeError, TypeError) as exc:
+        raise ModelError(f"{path}: its place in the epoch is unusable ({first_line(exc)}); {RESUME_FROM}") from None
+
+
+class Checkpoints:
+    """The checkpoints of a run: after each epoch, and in the middle of one every --checkpoint-every (optimizer steps
+    or minutes) and at the step a stop signal arrives. A mid-epoch checkpoint is written after an optimizer step, so
+    a signal inside a group of --accumulate-steps batches lets the group finish first."""
+
+    def __init__(self, out: Path, stateful: dict, loader, metrics: list[dict], cfg, resumed: Progress | None):
+        self.out, self.stateful, self.loader, self.metrics, self.cfg = out, stateful, loader, metrics, cfg
+        self.stop, self.resumed, self.saved, self.stopped = GracefulStop(), resumed, None, False
+        every = CHECKPOINT_EVERY.fullmatch(str(cfg.checkpoint_every)) if cfg.checkpoint_every else None
+        count, minutes = every.groups() if every else (None, None)
+        self.every_steps = int(count) if count and not minutes else None
+        self.every_seconds = int(count) * 60 if minutes else None
+        self.steps, self.clock, self.due = 0, time.monotonic(), False
+{% if cookiecutter.use_distributed %}
+        self.agreement = Agreement() if is_distributed() else None  # every rank saves and stops at the same step
+{% endif %}
+
+    def epochs(self, epochs):
+        """The epochs to train, with the stop signals caught; none more once a stop was asked for."""
+        return self.stop.epochs(epochs)
+
+    def start_epoch(self, epoch: int) -> Progress | None:
+        """Before each epoch: where a resumed epoch stands (None: from its start), and the loader set to match."""
+        progress, self.resumed = self.resumed, None
+        start_epoch(self.loader, epoch, progress.step if progress else 0)
+        return progress
+
+    def after_step(self, progress: Progress, update: bool) -> bool:
+        """After each batch: save when a checkpoint is due or a stop was asked for; True to stop the epoch here."""
+        self.steps += update
+        timed = self.every_seconds is not None and time.monotonic() - self.clock >= self.every_seconds
+        if timed:
+            self.clock = time.monotonic()
+{% if cookiecutter.use_distributed %}
+        stop, timed = self.agreement.exchange([bool(self.stop), timed]) if self.agreement else (bool(self.stop), timed)
+{% else %}
+        stop = bool(self.stop)
+{% endif %}
+        self.due |= stop or timed or (self.every_steps is not None and self.steps >= self.every_steps)
+        if not (update and self.due):
+            return False
+        save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg, progress)
+        self.saved = f"step {progress.step} of epoch {len(self.metrics) + 1}"
+        self.steps, self.clock, self.due, self.stopped = 0, time.monotonic(), False, bool(stop)
+        return self.stopped
+
+    def save_epoch(self) -> None:
+        save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg)
+        self.saved, self.steps, self.clock = "the last completed epoch", 0, time.monotonic()
+
+    def exit_if_stopped(self) -> None:
+        self.stop.exit_if_stopped(self.out, self.saved)
+
+
+class GracefulStop:
+    """SIGTERM, SIGINT and SIGUSR1 (how schedulers, Ctrl-C and SLURM's warning before a time limit stop jobs) end
+    the run at a resumable point: the current optimizer step finishes and a mid-epoch checkpoint is written, from
+    which the resumed run continues exactly as the uninterrupted one would have. A second signal exits at once.
+{% if cookiecutter.use_distributed %}
+    Every process stops at the same step: they agree on it in the background, one step after the signal.
 {% endif %}
     """
 
@@ -248,7 +336,7 @@ class GracefulStop:
 
     def epochs(self, epochs):
         """Yield epochs with the signal handlers installed; stop yielding once a stop was asked for."""
-        previous = {number: signal.signal(number, self._request) for number in (signal.SIGTERM, signal.SIGINT)}
+        previous = {number: signal.signal(number, self._request) for number in STOP_SIGNALS}
         try:
             for epoch in epochs:
 {% if cookiecutter.use_distributed %}
@@ -262,8 +350,9 @@ class GracefulStop:
             for number, handler in previous.items():
                 signal.signal(number, handler)
 
-    def exit_if_stopped(self, out: Path) -> None:
-        """After a stop: say where the run can continue from, and exit with the conventional 128 + signal."""
+    def exit_if_stopped(self, out: Path, saved: str | None = None) -> None:
+        """After a stop: say where the run can continue from (`saved`: what last.pt holds, if this run wrote it), and
+        exit with the conventional 128 + signal."""
 {% if cookiecutter.use_distributed %}
         if self and not is_main():
             raise SystemExit(128 + self.signal)  # rank 0 says where to continue
@@ -271,7 +360,8 @@ class GracefulStop:
         if self:
             name = signal.Signals(self.signal).name
             last = out / "last.pt"
-            saved = f"{last} holds the last completed epoch" if last.exists() else "nothing was saved yet"
+            saved = saved or ("the last completed epoch" if last.exists() else None)
+            saved = f"{last} holds {saved}" if saved else "nothing was saved yet"
             again = f"{SCRIPT} train --config {shlex.quote(str(out / 'config.yaml'))} --resume auto"
             print(f"stopped by {name}: {saved}; continue with: {again}", file=sys.stderr)
             raise SystemExit(128 + self.signal)

@@ -8,6 +8,9 @@ import argparse
 import dataclasses
 import math
 import os
+{% if cookiecutter.use_checkpointing %}
+import re
+{% endif %}
 import sys
 import types
 import typing
@@ -25,6 +28,9 @@ MODEL_HELP = "small_cnn, any torchvision classification model, or timm/<name> fo
 EXPORT_FORMATS = {"onnx": ".onnx", "torchscript": ".pt", "exported-program": ".pt2"}
 EXPORT_TOLERANCE = 1e-3
 MAX_IMAGE_SIZE = 4096  # a batch of larger images fills any memory
+{% if cookiecutter.use_checkpointing %}
+CHECKPOINT_EVERY = re.compile(r"([1-9][0-9]*)(min)?")  # optimizer steps, or minutes
+{% endif %}
 {% if cookiecutter.use_distributed %}
 MAX_DIST_TIMEOUT = 365 * 24 * 3600
 {% endif %}
@@ -154,6 +160,9 @@ class TrainConfig:
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
     resume: str | None = option(None, "checkpoint to continue from, or auto: the newest valid one in --output-dir")
+    checkpoint_every: str | None = option(
+        None, "also save last.pt mid-epoch: every N optimizer steps, or every N minutes as Nmin (e.g. 10min)"
+    )
 {% endif %}
 
     def __post_init__(self):
@@ -215,6 +224,8 @@ class TrainConfig:
 {% if cookiecutter.use_checkpointing %}
         if self.init_from and self.resume:
             raise UserError("--init-from starts a new run from other weights, --resume continues this one: pass one")
+        if self.checkpoint_every is not None and not CHECKPOINT_EVERY.fullmatch(str(self.checkpoint_every)):
+            raise UserError(f"--checkpoint-every takes steps or minutes (500, 10min), got {self.checkpoint_every}")
 {% endif %}
 
 

@@ -2,6 +2,9 @@
 train/ and val/, or one folder of class folders or a CSV (held out by layouts.py); class weights and sampling."""
 
 import functools
+{% if cookiecutter.use_checkpointing %}
+import itertools
+{% endif %}
 import math
 import sys
 from dataclasses import dataclass
@@ -11,7 +14,7 @@ from urllib.error import URLError
 import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, get_worker_info
 {% if cookiecutter.use_distributed %}
 from torch.utils.data.distributed import DistributedSampler
 {% endif %}
@@ -292,17 +295,86 @@ class BalancedSampler(Sampler[int]):
 {% endif %}
 
 
+class SeededPerSample(Dataset):
+    """The training set, each image augmented from a random stream of its own seeded by (seed, epoch, index): the same
+    augmentation whichever data-loading worker loads it and however many there are, so --num-workers never changes
+    the weights, and a run may be resumed with another worker count."""
+
+    def __init__(self, dataset, seed: int):
+        self.dataset, self.seed, self.epoch = dataset, seed, 0
+
+    @property
+    def classes(self) -> list[str]:
+        return self.dataset.classes
+
+    @property
+    def targets(self):
+        return self.dataset.targets
+
+    @property
+    def transform(self):
+        return self.dataset.transform
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int):
+        streams = torch.default_generator  # what torchvision's random transforms draw from
+        saved = streams.get_state() if get_worker_info() is None else None  # in the main process: keep its streams
+        streams.manual_seed(hash((self.seed, self.epoch, index)) % 2**63)
+        try:
+            return self.dataset[index]
+        finally:
+            if saved is not None:
+                streams.set_state(saved)
+
+
+{% if cookiecutter.use_checkpointing %}
+class ResumableSampler(Sampler[int]):
+    """The epoch's order of `sampler`, less the images of the batches a mid-epoch checkpoint had trained: a resumed run
+    goes on from the next batch without loading the images before it. Keeps the state of the loader's generator at
+    the epoch's start, which the checkpoint saves to draw the same order again."""
+
+    def __init__(self, sampler: Sampler, generator: torch.Generator, batch_size: int):
+        self.sampler, self.generator, self.batch_size = sampler, generator, batch_size
+        self.skipped, self.epoch_start = 0, generator.get_state()
+
+    def start_epoch(self, epoch: int, done_steps: int) -> None:
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)  # DistributedSampler: a new shuffle every epoch
+        self.skipped, self.epoch_start = done_steps * self.batch_size, self.generator.get_state()
+
+    def __len__(self) -> int:
+        return max(len(self.sampler) - self.skipped, 0)
+
+    def __iter__(self):
+        return itertools.islice(iter(self.sampler), self.skipped, None)
+
+
+def start_epoch(loader: DataLoader, epoch: int, done_steps: int = 0) -> None:
+    """Before each epoch's batches: the epoch's augmentation seeds, its shuffle, and the batches a resumed epoch
+    skips."""
+    loader.dataset.epoch = epoch
+    loader.sampler.start_epoch(epoch, done_steps)
+{% else %}
+def start_epoch(loader: DataLoader, epoch: int) -> None:
+    """Before each epoch's batches: the epoch's augmentation seeds and its shuffle."""
+    loader.dataset.epoch = epoch
+{% if cookiecutter.use_distributed %}
+    if hasattr(loader.sampler, "set_epoch"):
+        loader.sampler.set_epoch(epoch)  # DistributedSampler: a new shuffle every epoch
+{% endif %}
+{% endif %}
+
+
 def _sampler(split: str, dataset, cfg, generator: torch.Generator) -> Sampler | None:
     if split == "train" and cfg.sampler == "balanced":
         return BalancedSampler(dataset.targets, generator)
 {% if cookiecutter.use_distributed %}
-    if not is_distributed():
-        return None
-    # --batch-size is global: each of the world's processes loads its share.
-    return DistributedSampler(dataset, seed=cfg.seed) if split == "train" else ShardSampler(dataset)
-{% else %}
-    return None
+    if is_distributed():  # --batch-size is global: each of the world's processes loads its share
+        return DistributedSampler(dataset, seed=cfg.seed) if split == "train" else ShardSampler(dataset)
 {% endif %}
+    return RandomSampler(dataset, generator=generator) if split == "train" else None
 
 
 def build_data(cfg, device: torch.device, train: bool = True) -> Data:
@@ -318,18 +390,23 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
         dataset.transform = build_transform(
             cfg.data, cfg.image_size, cfg.mean, cfg.std, augment if split == "train" else None
         )
-        # Workers restart each epoch from seeds drawn from `generator`, so the data order and augmentations
-        # of any epoch can be reproduced; persistent workers would carry their RNG streams across epochs.
+        # `generator` draws each epoch's order; the augmentations come from per-image seeds (SeededPerSample), whose
+        # epoch the workers copy as they start: they restart each epoch, persistent ones would keep the first epoch's.
         generator = torch.Generator().manual_seed(cfg.seed)
         sampler = _sampler(split, dataset, cfg, generator)
+{% if cookiecutter.use_distributed %}
+        batch_size = cfg.batch_size // world_size()
+{% else %}
+        batch_size = cfg.batch_size
+{% endif %}
+        if split == "train":
+            dataset = SeededPerSample(dataset, cfg.seed)
+{% if cookiecutter.use_checkpointing %}
+            sampler = ResumableSampler(sampler, generator, batch_size)
+{% endif %}
         loaders[split] = DataLoader(
             dataset,
-{% if cookiecutter.use_distributed %}
-            batch_size=cfg.batch_size // world_size(),
-{% else %}
-            batch_size=cfg.batch_size,
-{% endif %}
-            shuffle=split == "train" and sampler is None,
+            batch_size=batch_size,
             sampler=sampler,
             num_workers=cfg.num_workers,
             pin_memory=device.type == "cuda",

@@ -8,6 +8,9 @@ progress bars and writes files; every rank computes the same, exactly reduced me
 """
 
 import contextlib
+{% if cookiecutter.use_checkpointing %}
+import dataclasses
+{% endif %}
 import datetime
 import os
 import socket
@@ -32,6 +35,23 @@ def launched() -> bool:
     return "LOCAL_RANK" in os.environ
 
 
+{% if cookiecutter.use_checkpointing %}
+def continue_after_restart(cfg):
+    """Under `torchrun --max-restarts K`, torchrun starts the workers again after one fails: they continue from the
+    newest checkpoint of the run folder, as --resume auto would. That folder must be named: a default one is new
+    on every start."""
+    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    may_restart = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0
+    if may_restart and not cfg.output_dir and cfg.resume in (None, "auto"):
+        raise UserError("torchrun --max-restarts restarts into the same run only with --output-dir: give one")
+    if not restarts:
+        return cfg
+    print(f"restart {restarts} by torchrun: continuing from the newest checkpoint", file=sys.stderr)
+    output_dir = cfg.output_dir or str(Path(cfg.resume).parent)
+    return dataclasses.replace(cfg, resume="auto", output_dir=output_dir)
+
+
+{% endif %}
 def workers_wanted(cfg) -> int:
     """--nproc when given, else one worker per --gpus id when training on GPUs, else one. On GPUs, never more
     workers than visible GPUs: the extra ones would die in CUDA with 'invalid device ordinal'."""
@@ -179,6 +199,27 @@ def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
+{% if cookiecutter.use_checkpointing %}
+class Agreement:
+    """Flags that every rank acts on at the same step, without a step ever waiting for the others: each step sends this
+    rank's flags (summed over the ranks in the background, on the CPU) and receives the sums sent the step before."""
+
+    def __init__(self):
+        self.group = dist.new_group(backend="gloo")  # CPU tensors, whatever the training backend
+        self.sending = None
+
+    def exchange(self, flags: list[bool]) -> list[int]:
+        received = [0] * len(flags)
+        if self.sending:
+            work, sums = self.sending
+            work.wait()
+            received = sums.tolist()
+        sums = torch.tensor(flags, dtype=torch.int64)
+        self.sending = dist.all_reduce(sums, group=self.group, async_op=True), sums
+        return received
+
+
+{% endif %}
 def sync_gradients(model: torch.nn.Module, now: bool) -> None:
     """Before a forward: whether its backward all-reduces gradients. False on the inner batches of gradient
     accumulation, which then add up locally; this is the flag DDP's own no_sync() sets."""

@@ -1,9 +1,9 @@
-{% set stops_mid_epoch = cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
 """One training epoch and one evaluation pass. Statistics stay on the device until the epoch ends."""
 
 import itertools
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -46,8 +46,9 @@ class ProgressLines:
                 last = now
 
 
-def _batches(loader, max_steps: int | None, description: str):
-    steps = len(loader) if max_steps is None else min(max_steps, len(loader))
+def _batches(loader, max_steps: int | None, description: str, done: int = 0):
+    """The batches left of an epoch of at most `max_steps` of which `done` are trained (the loader skips those)."""
+    steps = len(loader) if max_steps is None else min(max_steps - done, len(loader))
     batches = itertools.islice(loader, steps)
 {% if cookiecutter.use_distributed %}
     if not is_main():  # rank 0 alone shows progress
@@ -56,6 +57,31 @@ def _batches(loader, max_steps: int | None, description: str):
     if not sys.stderr.isatty():
         return ProgressLines(batches, steps, description)
     return tqdm(batches, total=steps, desc=description, leave=False)
+
+
+@dataclass
+class Progress:
+{% if cookiecutter.use_checkpointing %}
+    """An epoch's steps and running sums, on the device until the epoch ends. A mid-epoch checkpoint keeps them: the
+    resumed epoch goes on with the same accumulation groups and reports the figures of the whole epoch."""
+{% else %}
+    """An epoch's steps and running sums, on the device until the epoch ends."""
+{% endif %}
+
+    step: int
+    seen: int
+    loss_sum: torch.Tensor
+    correct: torch.Tensor
+    first_bad_step: torch.Tensor  # NaN/Inf guard without a host sync per step
+{% if cookiecutter.use_grad_clipping %}
+    updates: int
+    grad_norm_sum: torch.Tensor
+{% endif %}
+
+    @classmethod
+    def start(cls, device: torch.device) -> "Progress":
+        zero = torch.zeros((), device=device)
+        return cls(0, 0, zero, zero.long(), torch.full((), -1, device=device){{ ', 0, zero.clone()' if cookiecutter.use_grad_clipping else '' }})
 
 
 {% set loss_targets = "soft_targets" if cookiecutter.use_mixup else "targets" %}
@@ -75,27 +101,30 @@ def train_one_epoch(
 {% if cookiecutter.use_ema %}
     ema=None,
 {% endif %}
-{% if stops_mid_epoch %}
-    stop=None,
+{% if cookiecutter.use_checkpointing %}
+    progress=None,
+    checkpoints=None,
 {% endif %}
 ) -> dict:
-    model.train()
-    loss_sum = torch.zeros((), device=device)
-    correct = torch.zeros((), dtype=torch.long, device=device)
-{% if cookiecutter.use_grad_clipping %}
-    grad_norm_sum = torch.zeros((), device=device)
+{% if cookiecutter.use_checkpointing %}
+    """`progress`: where a resumed epoch stands; `checkpoints` saves mid-epoch and says when to stop."""
 {% endif %}
-    first_bad_step = torch.full((), -1, device=device)  # NaN/Inf guard without a host sync per step
-    seen = steps = {{ 'updates = ' if cookiecutter.use_grad_clipping else '' }}0
-    batches = _batches(loader, cfg.max_steps_per_epoch, "train")
+    model.train()
+{% if cookiecutter.use_checkpointing %}
+    progress = progress or Progress.start(device)
+{% else %}
+    progress = Progress.start(device)
+{% endif %}
+    batches = _batches(loader, cfg.max_steps_per_epoch, "train", progress.step)
+    total_steps = progress.step + len(batches)
     memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
     for images, targets in batches:
         images = images.to(device, non_blocking=True, memory_format=memory_format)
         targets = targets.to(device, non_blocking=True)
         # --accumulate-steps: the optimizer steps once per group of batches, on their mean gradient
-        group_start = steps - steps % cfg.accumulate_steps
-        group_size = min(cfg.accumulate_steps, len(batches) - group_start)
-        update = steps + 1 == group_start + group_size
+        group_start = progress.step - progress.step % cfg.accumulate_steps
+        group_size = min(cfg.accumulate_steps, total_steps - group_start)
+        update = progress.step + 1 == group_start + group_size
 {% if cookiecutter.use_distributed %}
         sync_gradients(model, update)  # the inner batches of a group skip DDP's all-reduce
 {% endif %}
@@ -111,7 +140,7 @@ def train_one_epoch(
         logits = model(images)
         loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax
 {% endif %}
-        if steps == group_start:
+        if progress.step == group_start:
             # Cleared here, just before the backward that refills them, as in PyTorch's examples: the allocator can
             # hand the freed memory straight back (cleared after the step, glibc's malloc page-faulted more).
             optimizer.zero_grad(set_to_none=True)
@@ -137,8 +166,8 @@ if ema:
 {% endif %}
 {% if cookiecutter.use_grad_clipping %}
 if cfg.clip_grad_norm:
-    grad_norm_sum += norm
-    updates += 1
+    progress.grad_norm_sum += norm
+    progress.updates += 1
 {% endif %}
 {% endset %}
 {% if cookiecutter.use_amp and after_step.strip() %}
@@ -152,32 +181,37 @@ if cfg.clip_grad_norm:
 {{ after_step | trim | indent(12, first=True) }}
 {% endif %}
 {% endif %}
-        first_bad_step = torch.where((first_bad_step < 0) & ~loss.detach().isfinite(), steps + 1, first_bad_step)
-        loss_sum += loss.detach() * len(targets)
-        correct += (logits.argmax(1) == targets).sum()
-        seen += len(targets)
-        steps += 1
-{% if stops_mid_epoch %}
-        if stop:  # SIGTERM/SIGINT arrived: this step is done, leave the rest of the epoch
+        unseen_bad = (progress.first_bad_step < 0) & ~loss.detach().isfinite()
+        progress.first_bad_step = torch.where(unseen_bad, progress.step + 1, progress.first_bad_step)
+        progress.loss_sum += loss.detach() * len(targets)
+        progress.correct += (logits.argmax(1) == targets).sum()
+        progress.seen += len(targets)
+        progress.step += 1
+{% if cookiecutter.use_checkpointing %}
+        if checkpoints and checkpoints.after_step(progress, update):  # saved mid-epoch, and a stop was asked for
             break
 {% endif %}
 {% if cookiecutter.use_distributed %}
     # One host sync per epoch, with sums over every rank so all ranks report the same figures (and all stop
     # together if any rank's loss diverged).
-    totals = [loss_sum, correct, torch.tensor(float(seen), device=device), first_bad_step >= 0]
-    loss_sum, correct, seen, diverged = all_reduce(torch.stack([t.to(loss_sum.dtype) for t in totals])).tolist()
+    first_bad_step, seen = progress.first_bad_step, torch.tensor(float(progress.seen), device=device)
+    totals = [progress.loss_sum, progress.correct, seen, first_bad_step >= 0]
+    loss_sum, correct, seen, diverged = all_reduce(torch.stack([t.to(torch.float) for t in totals])).tolist()
     if diverged:
         where = f"at step {first_bad_step.item()}" if first_bad_step.item() >= 0 else "on another rank"
         raise TrainingDiverged(f"the training loss became NaN or infinite {where}; {ADVICE}")
     stats = {"train_loss": loss_sum / seen, "train_acc": correct / seen}
 {% else %}
-    if first_bad_step.item() >= 0:
-        raise TrainingDiverged(f"the training loss became NaN or infinite at step {first_bad_step.item()}; {ADVICE}")
-    stats = {"train_loss": loss_sum.item() / seen, "train_acc": correct.item() / seen}
+    if progress.first_bad_step.item() >= 0:
+        where = f"at step {progress.first_bad_step.item()}"
+        raise TrainingDiverged(f"the training loss became NaN or infinite {where}; {ADVICE}")
+    seen = progress.seen
+    stats = {"train_loss": progress.loss_sum.item() / seen, "train_acc": progress.correct.item() / seen}
 {% endif %}
 {% if cookiecutter.use_grad_clipping %}
     if cfg.clip_grad_norm:
-        stats["grad_norm"] = grad_norm_sum.item() / max(updates, 1)  # mean norm before clipping, same on all ranks
+        # mean norm before clipping, the same on all ranks
+        stats["grad_norm"] = progress.grad_norm_sum.item() / max(progress.updates, 1)
 {% endif %}
     return stats
 

@@ -1,4 +1,3 @@
-{% set stops_mid_epoch = cookiecutter.use_checkpointing and not cookiecutter.use_distributed %}
 """`train(cfg)`: the whole training run, callable from the command line and from tests."""
 
 import dataclasses
@@ -15,12 +14,27 @@ from torchinfo import summary
 from .amp import make_scaler, resolve_precision
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
-from .checkpoint import ClassNames, GracefulStop, check_continuation, find_checkpoint, resume, save_checkpoints
+from .checkpoint import Checkpoints, ClassNames, check_continuation, find_checkpoint, resume, resumed_progress
 {% endif %}
 from .config import TrainConfig, save_config
+{% if cookiecutter.use_checkpointing %}
 from .data import NAMED_DATA, NO_FLIP, Data, build_data, default_image_size, describe_data, resolve_normalisation
-{% if cookiecutter.use_distributed %}
-from .distributed import barrier, broadcast, is_distributed, is_main, setup, teardown, world_size, wrap
+{% else %}
+from .data import (
+    NAMED_DATA,
+    NO_FLIP,
+    Data,
+    build_data,
+    default_image_size,
+    describe_data,
+    resolve_normalisation,
+    start_epoch,
+)
+{% endif %}
+{% if cookiecutter.use_distributed and cookiecutter.use_checkpointing %}
+from .distributed import barrier, broadcast, continue_after_restart, is_main, setup, teardown, world_size, wrap
+{% elif cookiecutter.use_distributed %}
+from .distributed import barrier, broadcast, is_main, setup, teardown, world_size, wrap
 {% endif %}
 {% if cookiecutter.use_ema %}
 from .ema import build_ema
@@ -147,6 +161,9 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     report to the pruner there, and stop by raising."""
 {% if cookiecutter.use_distributed %}
     device = setup(cfg.device, cfg.gpus, cfg.dist_timeout) or resolve_device(cfg.device, cfg.gpus)
+{% if cookiecutter.use_checkpointing %}
+    cfg = continue_after_restart(cfg)  # restarted by torchrun --max-restarts: from the newest checkpoint
+{% endif %}
     seed_everything(cfg.seed, cfg.deterministic)
     cfg = broadcast(resolve(cfg))  # rank 0's output dir and statistics for every rank
     if cfg.batch_size % world_size():
@@ -228,6 +245,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
         stateful["ema"] = ema
 {% endif %}
     rows = resume(found, stateful, data.train.generator, cfg)
+    checkpoints = Checkpoints(out, stateful, data.train, rows, cfg, resumed_progress(found, device))
 {% else %}
     rows = []
 {% endif %}
@@ -250,17 +268,17 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
         return evaluate(net, data.val, device, len(data.classes), cfg.max_steps_per_epoch{{ precision }})
 
 {% if cookiecutter.use_checkpointing %}
-    stop = GracefulStop()
-    for epoch in stop.epochs(range(len(rows) + 1, cfg.epochs + 1)):
+    for epoch in checkpoints.epochs(range(len(rows) + 1, cfg.epochs + 1)):
 {% else %}
     for epoch in range(len(rows) + 1, cfg.epochs + 1):
 {% endif %}
         start = time.perf_counter()
         row = {"epoch": epoch}
         rates = learning_rates(optimizer)
-{% if cookiecutter.use_distributed %}
-        if is_distributed():
-            data.train.sampler.set_epoch(epoch)  # a new shuffle every epoch
+{% if cookiecutter.use_checkpointing %}
+        progress = checkpoints.start_epoch(epoch)  # a resumed epoch: where it stands
+{% else %}
+        start_epoch(data.train, epoch)
 {% endif %}
 {# The loop's tricks, by keyword: each one that changes the training step adds its line here. #}
 {% set loop_tricks %}
@@ -273,8 +291,9 @@ mix=mix,
 {% if cookiecutter.use_ema %}
 ema=ema,
 {% endif %}
-{% if stops_mid_epoch %}
-stop=stop,
+{% if cookiecutter.use_checkpointing %}
+progress=progress,
+checkpoints=checkpoints,
 {% endif %}
 {% endset %}
         try:
@@ -295,8 +314,8 @@ stop=stop,
             raise TrainingDiverged(f"epoch {epoch}: {exc}") from None
         if cfg.l1:
             row["l1_penalty"] = criterion.epoch_mean()  # its share of train_loss
-{% if stops_mid_epoch %}
-        if stop:  # stopped mid-epoch: drop it, the checkpoint of the previous epoch is where to resume
+{% if cookiecutter.use_checkpointing %}
+        if checkpoints.stopped:  # by a signal, mid-epoch: saved there
             break
 {% endif %}
         val = validate(model)
@@ -322,7 +341,7 @@ stop=stop,
         tracker.log_epoch(row, val["confusion"], data.classes)
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
-        save_checkpoints(out, stateful, data.train.generator, rows, cfg)
+        checkpoints.save_epoch()
 {% endif %}
         print(_format(row))
         if after_epoch:
@@ -333,7 +352,7 @@ stop=stop,
             break
 
 {% if cookiecutter.use_checkpointing %}
-    stop.exit_if_stopped(out)
+    checkpoints.exit_if_stopped()
 {% endif %}
 {% if cookiecutter.use_ema %}
     final = {"model.pt": model, "ema.pt": ema.module} if ema else {"model.pt": model}
