@@ -4,6 +4,7 @@ import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -249,3 +250,239 @@ def test_all_on_through_the_gpus_launcher_with_channels_last_compile_and_determi
     done = run_in(project, "-m", package_of(project), *args, timeout=600)
     assert "distributed: world size 2, backend nccl" in done.stdout and "SyncBatchNorm needs" not in done.stderr
     assert torch.load(run / "last.pt", weights_only=True)["epoch"] == 2
+
+
+# Clusters and preemption (issue 27). STEPS_SCRIPT runs `train` in a torchrun worker, recording the step (within
+# its epoch) of every batch each rank trains, per start of the workers; STOP_AT=<rank>:<batches>:<signal> sends that
+# signal to the rank after that many batches of the workers' first start, as a scheduler or a dying machine would.
+STEPS_SCRIPT = """
+import json, os, signal, sys
+from {package} import checkpoint
+from {package}.cli import main
+
+steps_dir, rank, steps = sys.argv[1], os.environ["RANK"], []
+start = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+stop_at = os.environ.get("STOP_AT", "::").split(":")
+after_step = checkpoint.Checkpoints.after_step
+
+def counted(self, progress, update):
+    steps.append(progress.step)
+    with open(f"{{steps_dir}}/rank{{rank}}-start{{start}}.json", "w") as file:
+        json.dump(steps, file)
+    if start == "0" and stop_at[:2] == [rank, str(len(steps))]:
+        os.kill(os.getpid(), getattr(signal, stop_at[2]))
+    return after_step(self, progress, update)
+
+checkpoint.Checkpoints.after_step = counted
+sys.exit(main(sys.argv[2:]))
+"""
+JOB = ["--device", "cpu", "--epochs", "2", "--max-steps-per-epoch", "6", "--batch-size", "16", "--deterministic"]
+JOB += ["--no-plots"]
+
+
+def launch(project: Path, *args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """torchrun with `args`, whatever its exit status."""
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1", **(env or {})}
+    command = [sys.executable, "-m", "torch.distributed.run", *args]
+    return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(project, tmp_path_factory) -> Path:
+    """The job of two processes on one machine that the interrupted ones below must reproduce bit for bit."""
+    run = tmp_path_factory.mktemp("uninterrupted")
+    torchrun(project, 2, "-m", package_of(project), "train", *JOB, "--output-dir", str(run))
+    return run
+
+
+@pytest.fixture
+def steps_script(project, tmp_path) -> Path:
+    script = tmp_path / "steps.py"
+    script.write_text(textwrap.dedent(STEPS_SCRIPT.format(package=package_of(project))))
+    return script
+
+
+def steps_of(folder: Path, rank: int, start: int = 0) -> list[int]:
+    return json.loads((folder / f"rank{rank}-start{start}.json").read_text())
+
+
+def assert_same_run(expected: Path, run: Path) -> None:
+    """Bitwise the same weights, and the same metrics rows (the seconds aside): no epoch and no step counted twice."""
+    one, other = (torch.load(folder / "model.pt", weights_only=True) for folder in (expected, run))
+    assert all(torch.equal(one[key], other[key]) for key in one)
+    rows = [
+        [line.rsplit(",", 1)[0] for line in (folder / "metrics.csv").read_text().splitlines()]
+        for folder in (expected, run)
+    ]
+    assert rows[0] == rows[1]
+
+
+def free_port() -> int:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        return listener.getsockname()[1]
+
+
+def test_a_signal_to_one_rank_stops_every_rank_at_one_step_and_the_resumed_job_is_exact(
+    project, uninterrupted, steps_script, tmp_path
+):
+    run, first, second = tmp_path / "run", tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+    job = ["--standalone", "--nproc-per-node", "2", str(steps_script)]
+    stopped = launch(project, *job, str(first), "train", *JOB, "--output-dir", str(run), env={"STOP_AT": "1:8:SIGTERM"})
+    assert stopped.returncode != 0 and "Traceback" not in stopped.stdout
+    # Rank 1 alone got it after batch 2 of epoch 2; both ranks learn of it one step later, and save and stop there.
+    assert f"stopped by SIGTERM: {run / 'last.pt'} holds step 3 of epoch 2" in stopped.stderr, stopped.stderr[-3000:]
+    assert steps_of(first, 0) == steps_of(first, 1) == [1, 2, 3, 4, 5, 6, 1, 2, 3]
+
+    resumed = launch(project, *job, str(second), "train", *JOB, "--output-dir", str(run), "--resume", "auto")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed from {run / 'last.pt'} at step 3 of epoch 2" in resumed.stdout
+    assert steps_of(second, 0) == steps_of(second, 1) == [4, 5, 6]  # the steps after the checkpoint, once each
+    assert_same_run(uninterrupted, run)
+
+
+def test_torchrun_restarts_a_killed_worker_and_the_job_continues_from_the_newest_checkpoint(
+    project, uninterrupted, steps_script, tmp_path
+):
+    run, steps = tmp_path / "run", tmp_path / "steps"
+    steps.mkdir()
+    job = ["--standalone", "--nproc-per-node", "2", "--max-restarts", "1", str(steps_script), str(steps), "train"]
+    done = launch(
+        project, *job, *JOB, "--output-dir", str(run), "--checkpoint-every", "1", env={"STOP_AT": "1:8:SIGKILL"}
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Rank 1 died in batch 2 of epoch 2, before its checkpoint: the restarted workers go on after batch 1.
+    assert "restart 1 by torchrun: continuing from the newest checkpoint" in done.stdout
+    assert f"resumed from {run / 'last.pt'} at step 1 of epoch 2" in done.stdout
+    assert steps_of(steps, 1)[-2:] == [1, 2] and steps_of(steps, 0, 1) == steps_of(steps, 1, 1) == [2, 3, 4, 5, 6]
+    assert_same_run(uninterrupted, run)
+
+
+def test_torchrun_with_restarts_asks_for_a_run_folder_to_restart_into(project, tmp_path):
+    job = ["--standalone", "--nproc-per-node", "1", "--max-restarts", "1", "-m", package_of(project), "train"]
+    done = launch(project, *job, *JOB)
+    assert "torchrun --max-restarts restarts into the same run only with --output-dir: give one" in done.stderr
+
+
+def test_two_torchrun_agents_started_apart_form_one_job_of_two_nodes(project, uninterrupted, tmp_path):
+    """As on two machines: each agent starts one worker, and they meet through a c10d rendezvous on the first."""
+    run, port = tmp_path / "run", free_port()
+    node = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-id", "job"]
+    node += ["--rdzv-endpoint", f"localhost:{port}", "-m", package_of(project), "train", *JOB, "--output-dir", str(run)]
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", *node]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    agents = [subprocess.Popen(command, cwd=project, env=env, **pipes) for _ in range(2)]
+    outputs = [agent.communicate(timeout=300) for agent in agents]
+    assert [agent.returncode for agent in agents] == [0, 0], outputs[0][1][-3000:] + outputs[1][1][-3000:]
+    assert sum(out.count("distributed: world size 2, backend gloo") for out, _ in outputs) == 1  # one job, one rank 0
+    assert_same_run(uninterrupted, run)
+
+
+# SLURM, without SLURM: the commands slurm.sbatch uses, as small scripts on PATH that run the job's "nodes" here.
+SHIMS = {
+    "sbatch": """
+        # Runs the batch script here, in the background, with the allocation's variables; prints its process id.
+        export SLURM_JOB_ID=4242 SLURM_JOB_NODELIST="node[1-2]" SLURM_JOB_NUM_NODES=2
+        export SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}
+        bash "$@" > "$SHIM_LOG/job-$SLURM_RESTART_COUNT.out" 2>&1 &
+        echo $!
+    """,
+    "srun": """
+        # One task per node: the command once per node, all on this machine; a signal is passed on to every task.
+        [[ $1 == --kill-on-bad-exit=1 ]] && shift
+        tasks=()
+        for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do
+            SLURM_NODEID=$node SLURM_PROCID=$node "$@" &
+            tasks+=($!)
+        done
+        trap 'kill -TERM "${tasks[@]}" 2>/dev/null' TERM
+        status=0
+        for task in "${tasks[@]}"; do
+            while true; do
+                wait "$task" && code=0 || code=$?
+                if ((code > 128)) && kill -0 "$task" 2>/dev/null; then continue; fi  # the trap interrupted the wait
+                ((code == 0)) || status=$code
+                break
+            done
+        done
+        exit "$status"
+    """,
+    "scontrol": """
+        # The allocation's host names, and a requeue (recorded: the test submits the requeued job itself).
+        case "$1 $2" in
+            "show hostnames") for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do echo localhost; done ;;
+            "requeue $SLURM_JOB_ID") echo "$SLURM_JOB_ID" >> "$SHIM_LOG/requeued" ;;
+            *) echo "scontrol shim: unexpected $*" >&2; exit 1 ;;
+        esac
+    """,
+}
+
+
+@pytest.fixture
+def slurm(tmp_path) -> dict:
+    """The environment of a machine whose PATH has the SLURM shims (and this Python as `python`)."""
+    shims, log = tmp_path / "shims", tmp_path / "log"
+    shims.mkdir()
+    log.mkdir()
+    for name, body in SHIMS.items():
+        (shims / name).write_text("#!/usr/bin/env bash\nset -uo pipefail\n" + textwrap.dedent(body).lstrip())
+        (shims / name).chmod(0o755)
+    (shims / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # a link would leave the venv
+    (shims / "python").chmod(0o755)
+    return {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "SHIM_LOG": str(log)}
+
+
+def test_the_slurm_script_is_valid_bash_and_passes_shellcheck(project):
+    script = project / "scripts" / "slurm.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    shellcheck = Path(sys.executable).with_name("shellcheck")
+    checked = subprocess.run([str(shellcheck), str(script)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
+
+
+def test_a_slurm_job_warned_before_its_time_limit_saves_requeues_and_finishes_as_if_never_stopped(
+    project, uninterrupted, slurm, tmp_path
+):
+    run, log = tmp_path / "run", Path(slurm["SHIM_LOG"])
+    env = {**slurm, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1", "RUN_DIR": str(run)}
+    env["PORT"] = str(free_port())
+    flags = [*JOB, "--max-steps-per-epoch", "40"]  # long enough epochs that the warning lands inside one
+    submit = ["sbatch", str(project / "scripts" / "slurm.sbatch"), *flags]
+    straight = tmp_path / "straight"
+    torchrun(project, 2, "-m", package_of(project), "train", *flags, "--output-dir", str(straight))
+
+    job = int(subprocess.run(submit, cwd=project, env=env, capture_output=True, text=True, check=True).stdout)
+    deadline = time.monotonic() + 240
+    while not (run / "last.pt").exists() and _alive(job) and time.monotonic() < deadline:  # epoch 2 under way
+        time.sleep(0.05)
+    os.kill(job, signal.SIGUSR1)  # what --signal=B:USR1@120 sends the batch script
+    while _alive(job) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    first = (log / "job-0.out").read_text()
+    assert (log / "requeued").read_text() == "4242\n", first[-3000:]
+    assert "holds step " in first and "of epoch 2" in first, first[-3000:]
+    assert not (run / "model.pt").exists()
+
+    requeued = int(
+        subprocess.run(
+            submit, cwd=project, env={**env, "SLURM_RESTART_COUNT": "1"}, capture_output=True, text=True, check=True
+        ).stdout
+    )
+    while _alive(requeued) and time.monotonic() < deadline + 240:
+        time.sleep(0.1)
+    second = (log / "job-1.out").read_text()
+    assert "resumed from" in second and "at step" in second and (run / "model.pt").exists(), second[-3000:]
+    assert (log / "requeued").read_text() == "4242\n"  # finished: not requeued again
+    assert_same_run(straight, run)
+
+
+def _alive(pid: int) -> bool:
+    """Whether the shim's background job still runs (reaped here: it is not this process's child)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"

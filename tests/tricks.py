@@ -220,7 +220,7 @@ ENTRIES = [
     Trick(
         prompt="use_distributed",
         short="ddp",
-        files=("{package}/distributed.py", "tests/test_distributed.py"),
+        files=("{package}/distributed.py", "tests/test_distributed.py", "scripts/slurm.sbatch"),
         traces=("torchrun", "distributeddataparallel", "--nproc"),
         config_keys=("nproc", "dist_timeout"),
         flags=(),  # the in-process smoke runs join a one-process group (smoke_child); a subprocess run starts none

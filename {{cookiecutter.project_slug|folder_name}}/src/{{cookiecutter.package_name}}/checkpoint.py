@@ -276,7 +276,15 @@ class Checkpoints:
 
     def epochs(self, epochs):
         """The epochs to train, with the stop signals caught; none more once a stop was asked for."""
+{% if cookiecutter.use_distributed %}
+        try:
+            yield from self.stop.epochs(epochs)
+        finally:
+            if self.agreement:
+                self.agreement.drain()
+{% else %}
         return self.stop.epochs(epochs)
+{% endif %}
 
     def start_epoch(self, epoch: int) -> Progress | None:
         """Before each epoch: where a resumed epoch stands (None: from its start), and the loader set to match."""
@@ -291,7 +299,11 @@ class Checkpoints:
         if timed:
             self.clock = time.monotonic()
 {% if cookiecutter.use_distributed %}
-        stop, timed = self.agreement.exchange([bool(self.stop), timed]) if self.agreement else (bool(self.stop), timed)
+        if self.agreement:  # a signal to any rank stops them all at one step, as if each had received it
+            number, timed = self.agreement.exchange([self.stop.signal or 0, timed])
+            self.stop.signal, stop = self.stop.signal or number or None, bool(number)
+        else:
+            stop = bool(self.stop)
 {% else %}
         stop = bool(self.stop)
 {% endif %}
@@ -340,10 +352,10 @@ class GracefulStop:
         try:
             for epoch in epochs:
 {% if cookiecutter.use_distributed %}
-                if any(gather(self.signal is not None)):  # every rank stops at the same epoch
-{% else %}
-                if self:
+                signals = [number for number in gather(self.signal) if number]  # every rank stops at the same epoch
+                self.signal = self.signal or (signals[0] if signals else None)
 {% endif %}
+                if self:
                     return
                 yield epoch
         finally:

@@ -46,7 +46,7 @@ def continue_after_restart(cfg):
         raise UserError("torchrun --max-restarts restarts into the same run only with --output-dir: give one")
     if not restarts:
         return cfg
-    print(f"restart {restarts} by torchrun: continuing from the newest checkpoint", file=sys.stderr)
+    print(f"restart {restarts} by torchrun: continuing from the newest checkpoint")  # rank 0 alone prints
     output_dir = cfg.output_dir or str(Path(cfg.resume).parent)
     return dataclasses.replace(cfg, resume="auto", output_dir=output_dir)
 
@@ -121,7 +121,12 @@ def setup(requested_device: str, gpus: str, timeout_seconds: int) -> torch.devic
     if cuda:
         torch.cuda.set_device(device)
     timeout = datetime.timedelta(seconds=timeout_seconds)  # a dead peer ends the job instead of hanging it
-    dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout, device_id=device if cuda else None)
+    store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+    # The workers torchrun restarts (--max-restarts) meet under keys of their own: the agent's store still holds
+    # the addresses of the workers before them, and gloo would try to connect to those.
+    store = dist.PrefixStore(f"start{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+    backend, device_id = ("nccl", device) if cuda else ("gloo", None)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout, device_id=device_id)
     if not is_main():
         sys.stdout = open(os.devnull, "w")  # rank 0 alone prints; errors still reach stderr
     print(f"distributed: world size {world_size()}, backend {dist.get_backend()}")
@@ -201,22 +206,29 @@ def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
 
 {% if cookiecutter.use_checkpointing %}
 class Agreement:
-    """Flags that every rank acts on at the same step, without a step ever waiting for the others: each step sends this
-    rank's flags (summed over the ranks in the background, on the CPU) and receives the sums sent the step before."""
+    """Numbers that every rank acts on at the same step, without a step ever waiting for the others: each step sends
+    this rank's numbers (their maximum over the ranks is taken in the background, on the CPU) and receives the maxima
+    of those sent the step before."""
 
     def __init__(self):
         self.group = dist.new_group(backend="gloo")  # CPU tensors, whatever the training backend
         self.sending = None
 
-    def exchange(self, flags: list[bool]) -> list[int]:
-        received = [0] * len(flags)
+    def exchange(self, numbers: list[int]) -> list[int]:
+        received = [0] * len(numbers)
         if self.sending:
-            work, sums = self.sending
+            work, maxima = self.sending
             work.wait()
-            received = sums.tolist()
-        sums = torch.tensor(flags, dtype=torch.int64)
-        self.sending = dist.all_reduce(sums, group=self.group, async_op=True), sums
+            received = maxima.tolist()
+        maxima = torch.tensor(numbers, dtype=torch.int64)
+        self.sending = dist.all_reduce(maxima, dist.ReduceOp.MAX, group=self.group, async_op=True), maxima
         return received
+
+    def drain(self) -> None:
+        """Wait for the numbers in flight: before the process group ends."""
+        if self.sending:
+            self.sending[0].wait()
+            self.sending = None
 
 
 {% endif %}
