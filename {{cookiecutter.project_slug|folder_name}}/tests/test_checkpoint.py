@@ -458,8 +458,8 @@ def continue_as_told(err: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [0, 2])
-def test_sigterm_mid_epoch_stops_resumably_and_the_resumed_run_is_exact(tiny_config, tmp_path, workers):
+@pytest.mark.parametrize(("workers", "number"), [(0, signal.SIGTERM), (2, signal.SIGUSR1)])
+def test_a_signal_mid_epoch_stops_resumably_and_the_resumed_run_is_exact(tiny_config, tmp_path, workers, number):
     straight = replace(tiny_config, epochs=3, max_steps_per_epoch=8, deterministic=True, num_workers=workers)
     train_module.train(replace(straight, output_dir=str(tmp_path / "a")))
 
@@ -467,18 +467,22 @@ def test_sigterm_mid_epoch_stops_resumably_and_the_resumed_run_is_exact(tiny_con
     job = start_training(run, "--num-workers", str(workers))
     for line in job.stdout:  # wait for the end of epoch 1, then stop the job in the middle of epoch 2
         if line.startswith("epoch 1 "):
-            job.send_signal(signal.SIGTERM)
+            job.send_signal(number)
             break
     out, err = job.communicate(timeout=120)
-    assert job.returncode == 128 + signal.SIGTERM, err
+    name = signal.Signals(number).name
+    assert job.returncode == 128 + number, err
+    state = torch.load(run / "last.pt", weights_only=True)
+    step = state["progress"][0]["step"] if "progress" in state else None  # None: epoch 2 had ended
+    held = f"step {step} of epoch 2" if step else "the last completed epoch"
     again = f"continue with: {SCRIPT} train --config {run / 'config.yaml'} --resume auto"
-    assert f"stopped by SIGTERM: {run / 'last.pt'} holds the last completed epoch; {again}" in err
-    saved = torch.load(run / "last.pt", weights_only=True)["epoch"]
-    assert saved in (1, 2)  # 2 if epoch 2 ended first
+    assert f"stopped by {name}: {run / 'last.pt'} holds {held}; {again}" in err
 
     resumed = continue_as_told(err)  # the printed command continues this very run
     assert resumed.returncode == 0, resumed.stderr
-    assert f"after epoch {saved}" in resumed.stdout and epochs_trained(resumed.stdout) == list(range(saved + 1, 4))
+    where = f"at step {step} of epoch 2" if step else f"after epoch {state['epoch']}"
+    assert f"resumed from {run / 'last.pt'} {where}" in resumed.stdout
+    assert epochs_trained(resumed.stdout) == list(range(state["epoch"] + 1, 4))
     assert_same_state(torch.load(tmp_path / "a" / "model.pt"), torch.load(run / "model.pt"))
 {% if cookiecutter.use_ema %}
     assert_same_state(torch.load(tmp_path / "a" / "ema.pt"), torch.load(run / "ema.pt"))

@@ -3,8 +3,15 @@ import contextlib
 import csv
 import dataclasses
 import os
+{% if cookiecutter.use_checkpointing %}
+import signal
+import socket
+{% endif %}
 import subprocess
 import sys
+{% if cookiecutter.use_checkpointing %}
+import textwrap
+{% endif %}
 import time
 from pathlib import Path
 
@@ -284,4 +291,139 @@ def test_local_rank_0_downloads_first_and_the_others_wait_for_it(monkeypatch, lo
     with distributed.local_main_first():
         events.append("download")
     assert events == order
+{% if cookiecutter.use_checkpointing %}
+
+
+def test_workers_restarted_by_torchrun_continue_from_the_newest_checkpoint_of_their_run(monkeypatch, capsys):
+    for name in ("TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"):
+        monkeypatch.delenv(name, raising=False)
+    cfg = TrainConfig(output_dir="runs/a")
+    assert distributed.continue_after_restart(cfg) is cfg  # not under torchrun --max-restarts
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "3")
+    assert distributed.continue_after_restart(cfg) is cfg  # the first start: as given
+    with pytest.raises(UserError, match="^torchrun --max-restarts restarts into the same run only with --output-dir"):
+        distributed.continue_after_restart(TrainConfig())  # a folder named by the time: another one each start
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "2")
+    assert distributed.continue_after_restart(cfg) == dataclasses.replace(cfg, resume="auto")
+    assert "restart 2 by torchrun: continuing from the newest checkpoint" in capsys.readouterr().out
+    resumed = TrainConfig(resume="runs/b/last.pt")  # its folder: the one that run continues in
+    assert distributed.continue_after_restart(resumed) == TrainConfig(resume="auto", output_dir="runs/b")
+
+
+# SLURM, without SLURM: the commands slurm.sbatch uses, as small scripts on PATH that run the job's "nodes" here.
+SHIMS = {
+    "sbatch": """
+        # Runs the batch script here, in the background, with the allocation's variables; prints its process id.
+        export SLURM_JOB_ID=4242 SLURM_JOB_NODELIST="node[1-2]" SLURM_JOB_NUM_NODES=2
+        export SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}
+        bash "$@" > "$SHIM_LOG/job-$SLURM_RESTART_COUNT.out" 2>&1 &
+        echo $!
+    """,
+    "srun": """
+        # One task per node: the command once per node, all on this machine; a signal is passed on to every task.
+        [[ $1 == --kill-on-bad-exit=1 ]] && shift
+        tasks=()
+        for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do
+            SLURM_NODEID=$node SLURM_PROCID=$node "$@" &
+            tasks+=($!)
+        done
+        trap 'kill -TERM "${tasks[@]}" 2>/dev/null' TERM
+        status=0
+        for task in "${tasks[@]}"; do
+            while true; do
+                wait "$task" && code=0 || code=$?
+                if ((code > 128)) && kill -0 "$task" 2>/dev/null; then continue; fi  # the trap interrupted the wait
+                ((code == 0)) || status=$code
+                break
+            done
+        done
+        exit "$status"
+    """,
+    "scontrol": """
+        # The allocation's host names, and a requeue (recorded: the test submits the requeued job itself).
+        case "$1 $2" in
+            "show hostnames") for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do echo localhost; done ;;
+            "requeue $SLURM_JOB_ID") echo "$SLURM_JOB_ID" >> "$SHIM_LOG/requeued" ;;
+            *) echo "scontrol shim: unexpected $*" >&2; exit 1 ;;
+        esac
+    """,
+}
+
+
+@pytest.fixture
+def slurm(tmp_path) -> dict:
+    """The environment of a machine whose PATH has the SLURM shims (and this Python as `python`)."""
+    shims, log = tmp_path / "shims", tmp_path / "log"
+    shims.mkdir()
+    log.mkdir()
+    for name, body in SHIMS.items():
+        (shims / name).write_text("#!/usr/bin/env bash\nset -uo pipefail\n" + textwrap.dedent(body).lstrip())
+        (shims / name).chmod(0o755)
+    (shims / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # a link would leave the venv
+    (shims / "python").chmod(0o755)
+    return {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "SHIM_LOG": str(log)}
+
+
+def free_port() -> int:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        return listener.getsockname()[1]
+
+
+def weights_and_metrics(run: Path) -> tuple:
+    """The final weights and the metrics rows without their seconds: what an interrupted job must reproduce."""
+    rows = [line.rsplit(",", 1)[0] for line in (run / "metrics.csv").read_text().splitlines()]
+    return torch.load(run / "model.pt", weights_only=True), rows
+
+
+@pytest.mark.slow
+def test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly(slurm, tmp_path):
+    script = Path(__file__).parents[1] / "scripts" / "slurm.sbatch"
+    source = str(Path(train_module.__file__).parents[1])
+    env = {**slurm, "PYTHONPATH": source, "OMP_NUM_THREADS": "1", "RUN_DIR": str(tmp_path / "run")}
+    env["PORT"] = str(free_port())
+    log, run, straight = Path(slurm["SHIM_LOG"]), tmp_path / "run", tmp_path / "straight"
+    # Epochs long enough that the warning, sent once epoch 1 is saved, lands inside epoch 2.
+    flags = ["--device", "cpu", "--epochs", "2", "--max-steps-per-epoch", "40", "--batch-size", "16"]
+    flags += ["--deterministic", "--no-plots"]
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    command = [*launcher, "-m", "{{ cookiecutter.package_name }}", "train", *flags, "--output-dir", str(straight)]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    def submit(**extra) -> int:
+        command = ["sbatch", str(script), *flags]
+        submitted = subprocess.run(command, cwd=tmp_path, env=env | extra, capture_output=True, text=True, check=True)
+        return int(submitted.stdout)
+
+    job, deadline = submit(), time.monotonic() + 300
+    while not (run / "last.pt").exists() and _alive(job) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(job, signal.SIGUSR1)  # what --signal=B:USR1@120 sends the batch script before the time limit
+    while _alive(job) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    first = (log / "job-0.out").read_text()
+    assert (log / "requeued").read_text() == "4242\n", first[-3000:]
+    state = torch.load(run / "last.pt", weights_only=True)
+    assert state["epoch"] == 1 and "progress" in state and not (run / "model.pt").exists(), first[-3000:]
+
+    requeued = submit(SLURM_RESTART_COUNT="1")  # as SLURM starts the requeued job: the same job id
+    while _alive(requeued) and time.monotonic() < deadline + 300:
+        time.sleep(0.1)
+    second = (log / "job-1.out").read_text()
+    step = state["progress"][0]["step"]
+    assert f"resumed from {run / 'last.pt'} at step {step} of epoch 2" in second, second[-3000:]
+    assert (log / "requeued").read_text() == "4242\n"  # finished: not requeued again
+    (weights, rows), (expected, expected_rows) = weights_and_metrics(run), weights_and_metrics(straight)
+    assert rows == expected_rows and all(torch.equal(weights[key], expected[key]) for key in expected)
+
+
+def _alive(pid: int) -> bool:
+    """Whether the shim's background job still runs (reaped here: it is not this process's child)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+{% endif %}
 {% endif %}

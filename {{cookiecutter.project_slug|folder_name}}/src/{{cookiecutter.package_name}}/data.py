@@ -298,7 +298,7 @@ class BalancedSampler(Sampler[int]):
 class SeededPerSample(Dataset):
     """The training set, each image augmented from a random stream of its own seeded by (seed, epoch, index): the same
     augmentation whichever data-loading worker loads it and however many there are, so --num-workers never changes
-    the weights, and a run may be resumed with another worker count."""
+    the weights."""
 
     def __init__(self, dataset, seed: int):
         self.dataset, self.seed, self.epoch = dataset, seed, 0

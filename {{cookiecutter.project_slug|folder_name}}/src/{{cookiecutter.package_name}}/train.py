@@ -31,10 +31,20 @@ from .data import (
     start_epoch,
 )
 {% endif %}
-{% if cookiecutter.use_distributed and cookiecutter.use_checkpointing %}
-from .distributed import barrier, broadcast, continue_after_restart, is_main, setup, teardown, world_size, wrap
-{% elif cookiecutter.use_distributed %}
-from .distributed import barrier, broadcast, is_main, setup, teardown, world_size, wrap
+{% if cookiecutter.use_distributed %}
+{% set names = ["barrier", "broadcast", "is_main", "setup", "teardown", "world_size", "wrap"] %}
+{% if cookiecutter.use_checkpointing %}{% set names = names + ["continue_after_restart"] %}{% endif %}
+{% if cookiecutter.use_ema %}{% set names = names + ["broadcast_buffers"] %}{% endif %}
+{% set line = "from .distributed import " ~ (names | sort | join(", ")) %}
+{% if line | length <= 120 %}
+{{ line }}
+{% else %}
+from .distributed import (
+{% for name in names | sort %}
+    {{ name }},
+{% endfor %}
+)
+{% endif %}
 {% endif %}
 {% if cookiecutter.use_ema %}
 from .ema import build_ema
@@ -322,6 +332,9 @@ checkpoints=checkpoints,
         row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"]}
 {% if cookiecutter.use_ema %}
         if ema:
+{% if cookiecutter.use_distributed %}
+            broadcast_buffers(ema.module)  # every rank evaluates rank 0's average: the ema.pt it saves
+{% endif %}
             averaged = validate(ema.module)
             row |= {"ema_val_loss": averaged["val_loss"], "ema_val_acc": averaged["val_acc"]}
 {% endif %}
