@@ -167,7 +167,7 @@ MUTATIONS = {
     ),
     "gradient accumulation steps every batch": (
         "engine.py",
-        "update = steps + 1 == group_start + group_size",
+        "update = progress.step + 1 == group_start + group_size",
         "update = True",
         "tests/test_speed_tricks.py",
     ),
@@ -360,8 +360,8 @@ MUTATIONS = {
     ),
     "best.pt chosen by validation loss": (
         "checkpoint.py",
-        'if metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):',
-        'if metrics[-1]["val_loss"] <= min(row["val_loss"] for row in metrics):',
+        'metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):',
+        'metrics[-1]["val_loss"] <= min(row["val_loss"] for row in metrics):',
         "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss",
     ),
     "--overwrite keeps the old split.csv": (
@@ -372,8 +372,8 @@ MUTATIONS = {
     ),
     "grad_norm averaged over batches, not optimizer steps": (
         "engine.py",
-        "grad_norm_sum.item() / max(updates, 1)",
-        "grad_norm_sum.item() / max(steps, 1)",
+        "progress.grad_norm_sum.item() / max(progress.updates, 1)",
+        "progress.grad_norm_sum.item() / max(progress.step, 1)",
         "tests/test_grad_clipping.py::test_the_logged_norm_is_the_mean_over_optimizer_steps_not_batches",
     ),
     "SGD momentum fixed whatever --momentum": (
@@ -832,6 +832,72 @@ MUTATIONS = {
         "pass",
         "tests/test_tracking.py::test_the_weights_and_reports_are_the_runs_artifact",
         "wandb",
+    ),
+    "the sampler position not restored": (
+        "data.py",
+        "return itertools.islice(iter(self.sampler), self.skipped, None)",
+        "return iter(self.sampler)",
+        "tests/test_checkpoint.py::test_a_run_stopped_at_any_step_resumes_to_the_weights_of_the_uninterrupted_run",
+    ),
+    "a worker's augmentation seed depends on its id": (
+        "data.py",
+        "streams.manual_seed(hash((self.seed, self.epoch, index)) % 2**63)",
+        "streams.manual_seed(hash((self.seed, self.epoch, index, getattr(get_worker_info(), 'id', 0))) % 2**63)",
+        "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
+    ),
+    "per-image seeding moves the main process's streams": (
+        "data.py",
+        "saved = streams.get_state() if get_worker_info() is None else None",
+        "saved = None",
+        "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
+    ),
+    "the partial epoch dropped on a signal": (
+        "checkpoint.py",
+        "save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg, progress)",
+        "pass",
+        "tests/test_checkpoint.py::test_a_run_stopped_at_any_step_resumes_to_the_weights_of_the_uninterrupted_run",
+    ),
+    "the epoch's order not kept mid-epoch": (
+        "checkpoint.py",
+        'rng["loader"] = loader.sampler.epoch_start',
+        "pass",
+        "tests/test_checkpoint.py::test_a_run_stopped_at_any_step_resumes_to_the_weights_of_the_uninterrupted_run",
+    ),
+    "a resumed epoch's sums restarted": (
+        "engine.py",
+        "progress = progress or Progress.start(device)",
+        "progress = Progress.start(device)",
+        "tests/test_checkpoint.py::test_a_run_stopped_at_any_step_resumes_to_the_weights_of_the_uninterrupted_run",
+    ),
+    "a checkpoint inside an accumulation group": (
+        "checkpoint.py",
+        "if not (update and self.due):",
+        "if not self.due:",
+        "tests/test_checkpoint.py::test_a_run_stopped_at_any_step_resumes_to_the_weights_of_the_uninterrupted_run",
+    ),
+    "--checkpoint-every minutes read as seconds": (
+        "checkpoint.py",
+        "self.every_seconds = int(count) * 60 if minutes else None",
+        "self.every_seconds = int(count) if minutes else None",
+        "tests/test_checkpoint.py::test_checkpoint_every_minutes_saves_when_the_time_has_come",
+    ),
+    "the restart count ignored": (
+        "distributed.py",
+        'restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))',
+        "restarts = 0",
+        "tests/test_distributed.py::test_workers_restarted_by_torchrun_continue_from_the_newest_checkpoint_of_their_run",
+    ),
+    "the requeue missing": (
+        "scripts/slurm.sbatch",
+        '    scontrol requeue "$SLURM_JOB_ID"\n',
+        "    true\n",
+        "tests/test_distributed.py::test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly",
+    ),
+    "DDP ranks evaluate their own EMA statistics": (
+        "train.py",
+        "            broadcast_buffers(ema.module)",
+        "            pass",
+        "tests/test_distributed.py::test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly",
     ),
 }
 # The optimizer lines live in optim.py; a 3-tuple names no file. A 5th item: the tracker of the render (else MLflow).

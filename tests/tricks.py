@@ -231,6 +231,7 @@ ENTRIES = [
             "every rank draws the same balanced share",
             "DDP validation padded to even out the ranks",
             "DDP validation loss not summed over the ranks",
+            "DDP ranks evaluate their own EMA statistics",
         ),
         at_work=_distributed,
     ),
@@ -322,7 +323,7 @@ ENTRIES = [
         short="ckpt",
         files=("{package}/checkpoint.py", "tests/test_checkpoint.py"),
         traces=("last.pt", "best.pt", "resume"),
-        config_keys=(),  # --resume is a flag of one command: config.yaml never keeps it
+        config_keys=("checkpoint_every",),  # --resume is a flag of one command: config.yaml never keeps it
         flags=(),
         breakages=(
             "resume finds no checkpoint",
@@ -338,6 +339,14 @@ ENTRIES = [
             "a resume into a new folder holds out anew",
             "the stop notice glued to the echoed ^C",
             "a cut-short last.pt stops --resume auto",
+            "the sampler position not restored",
+            "the partial epoch dropped on a signal",
+            "the epoch's order not kept mid-epoch",
+            "a resumed epoch's sums restarted",
+            "a checkpoint inside an accumulation group",
+            "--checkpoint-every minutes read as seconds",
+            "the restart count ignored",
+            "the requeue missing",
         ),
         at_work=_checkpointing,
         absent=_no_checkpointing,
