@@ -185,7 +185,7 @@ def test_a_failing_worker_stops_the_job_with_its_message(project, tmp_path):
     assert "worker rank" in done.stderr and "failed" in done.stderr
 
 
-def test_sigterm_stops_a_two_process_job_at_an_epoch_boundary_and_resume_is_exact(project, tmp_path):
+def test_sigterm_stops_a_two_process_job_resumably_and_resume_is_exact(project, tmp_path):
     """As a scheduler stops a job: SIGTERM to the launcher, which passes it to both workers."""
     env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", package_of(project), "train", "--device", "cpu", "--nproc", "2"]
@@ -209,7 +209,8 @@ def test_sigterm_stops_a_two_process_job_at_an_epoch_boundary_and_resume_is_exac
     out, err = job.communicate(timeout=120)
     assert job.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert err.count("stopped by SIGTERM: ") == 1 and "Traceback" not in err, err[-3000:]
-    epoch = torch.load(stopped / "last.pt", weights_only=True)["epoch"]
+    state = torch.load(stopped / "last.pt", weights_only=True)
+    epoch, progress = state["epoch"], state.get("progress")  # progress: stopped mid-epoch, each rank's place in it
     assert 1 <= epoch < 4 and not (stopped / "model.pt").exists()
     assert len((stopped / "metrics.csv").read_text().splitlines()) == 1 + epoch
 
@@ -220,7 +221,8 @@ def test_sigterm_stops_a_two_process_job_at_an_epoch_boundary_and_resume_is_exac
         text=True,
         timeout=300,
     )
-    assert done.returncode == 0 and f"after epoch {epoch}" in done.stdout, done.stderr[-3000:]
+    where = f"at step {progress[0]['step']} of epoch {epoch + 1}" if progress else f"after epoch {epoch}"
+    assert done.returncode == 0 and f"resumed from {stopped / 'last.pt'} {where}" in done.stdout, done.stderr[-3000:]
     assert epochs_trained(done.stdout) == list(range(epoch + 1, 5))  # resumed, not restarted
     one, two = (torch.load(run / "model.pt", weights_only=True) for run in (straight, stopped))
     assert all(torch.equal(one[key], two[key]) for key in one)

@@ -19,8 +19,8 @@ from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.checkpoint import SCRIPT
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.config import TrainConfig, make_config
+from {{ cookiecutter.package_name }}.errors import ModelError, UserError
 from {{ cookiecutter.package_name }}.models import read_weights
 
 
@@ -205,6 +205,44 @@ def _ticking(after_step, now: list[float]):
         return after_step(self, progress, update)
 
     return ticked
+
+
+def test_a_mid_epoch_checkpoint_resumes_only_onto_the_same_epoch_and_in_one_line(tiny_config, tmp_path, capsys):
+    """Another sampler, accumulation or epoch length would make the saved step another place in another epoch."""
+    cfg = replace(tiny_config, epochs=2, max_steps_per_epoch=4, checkpoint_every="3")
+    with pytest.raises(KeyboardInterrupt), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checkpoint.Checkpoints, "save_epoch", _interrupted)
+        train_module.train(cfg)
+    run = Path(cfg.output_dir)
+    state = torch.load(run / "last.pt", weights_only=True)
+    assert state["progress"][0]["step"] == 3
+    config = (run / "config.yaml").read_text()
+    for changed in ({"sampler": "balanced"}, {"accumulate_steps": 2}, {"max_steps_per_epoch": 2}):
+        with pytest.raises(ModelError, match=f"differs in: {next(iter(changed))}"):
+            train_module.train(replace(cfg, resume="auto", **changed))
+        assert (run / "config.yaml").read_text() == config  # refused before anything was written
+    capsys.readouterr()
+    for garbled in (5, None, [], ["x"], [state["progress"][0] | {"step": "7"}], [state["progress"][0] | {"step": 0}]):
+        torch.save(state | {"progress": garbled}, run / "last.pt")
+        with pytest.raises(ModelError, match="has no usable progress; resume from the last.pt or best.pt of a run"):
+            train_module.train(replace(cfg, resume="auto"))
+        assert "resumed from" not in capsys.readouterr().out
+    torch.save(state | {"progress": [state["progress"][0] | {"step": 9}]}, run / "last.pt")
+    with pytest.raises(ModelError, match="^the checkpoint stopped at step 9 of an epoch of 4 steps"):
+        train_module.train(replace(cfg, resume="auto"))
+    torch.save(state | {"progress": state["progress"] * 2}, run / "last.pt")
+    with pytest.raises(ModelError, match="was saved mid-epoch by 2 processes: resume it with 2 processes$"):
+        train_module.train(replace(cfg, resume="auto"))
+
+
+def _interrupted(self) -> None:
+    raise KeyboardInterrupt  # where the first epoch would be saved: the mid-epoch checkpoint of step 3 stays
+
+
+def test_config_yaml_may_give_checkpoint_every_as_a_number(tmp_path):
+    saved = tmp_path / "config.yaml"
+    saved.write_text("checkpoint_every: 500\n")
+    assert make_config({}, str(saved)).checkpoint_every == "500"
 
 
 def test_a_checkpoint_every_that_is_no_count_of_steps_or_minutes_is_refused():
@@ -822,7 +860,7 @@ def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, c
 
 
 def test_resume_of_a_checkpoint_path_reads_the_config_yaml_beside_it(tmp_path, monkeypatch):
-    from {{ cookiecutter.package_name }}.config import TrainConfig, make_config
+    from {{ cookiecutter.package_name }}.config import TrainConfig
 
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"

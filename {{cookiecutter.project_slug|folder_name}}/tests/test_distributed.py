@@ -20,6 +20,9 @@ import torch
 import torch.distributed as dist
 from conftest import NEUTRAL, PLAIN_STEP
 from torch import nn
+{% if cookiecutter.use_checkpointing %}
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+{% endif %}
 
 from {{ cookiecutter.package_name }} import data, distributed, engine
 from {{ cookiecutter.package_name }} import train as train_module
@@ -310,6 +313,23 @@ def test_workers_restarted_by_torchrun_continue_from_the_newest_checkpoint_of_th
     assert distributed.continue_after_restart(resumed) == TrainConfig(resume="auto", output_dir="runs/b")
 
 
+@pytest.mark.parametrize(("codes", "exit_code"), [([143, 143], 143), ([138, 138], 138), ([143, 1], None)])
+def test_workers_stopped_by_a_signal_end_the_launcher_with_their_code_not_as_a_failure(monkeypatch, codes, exit_code):
+    """A scheduler that signals one worker of `--nproc 2`: every worker saves and exits 128 + signal."""
+    failures = {rank: ProcessFailure(rank, 1000 + rank, code, "<N/A>") for rank, code in enumerate(codes)}
+
+    def failed(launcher):
+        raise ChildFailedError("train", failures)
+
+    monkeypatch.setattr(distributed, "run", failed)
+    with pytest.raises(SystemExit if exit_code else UserError) as stopped:
+        distributed.launch(2, ["train"], "{{ cookiecutter.package_name }}")
+    if exit_code:
+        assert stopped.value.code == exit_code
+    else:
+        assert str(stopped.value) == "worker rank 0, 1 failed (its message is above); the job was stopped"
+
+
 # SLURM, without SLURM: the commands slurm.sbatch uses, as small scripts on PATH that run the job's "nodes" here.
 SHIMS = {
     "sbatch": """
@@ -387,8 +407,10 @@ def test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly(s
     flags = ["--device", "cpu", "--epochs", "2", "--max-steps-per-epoch", "40", "--batch-size", "16"]
     flags += ["--deterministic", "--no-plots"]
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    command = [*launcher, "-m", "{{ cookiecutter.package_name }}", "train", *flags, "--output-dir", str(straight)]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    train = ["-m", "{{ cookiecutter.package_name }}", "train", *flags]
+    done = subprocess.run(
+        [*launcher, *train, "--output-dir", str(straight)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
     def submit(**extra) -> int:

@@ -197,14 +197,26 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
     unusable = [key for key, kind in kinds.items() if not isinstance(state.get(key), kind)]
     if "metrics" not in unusable and state["epoch"] != len(state["metrics"]):  # one row per epoch done
         unusable.append("metrics")
+    mid_epoch = "progress" in state
+    if mid_epoch and not _usable_progress(state["progress"]):
+        unusable.append("progress")
     if unusable:
         raise ModelError(f"{path} has no usable {', '.join(unusable)}; {RESUME_FROM}")
     # what the restored model, optimizer and schedule were built with: a flag that changed it would be overruled
     kept = ("model", "data", "batch_size", "optimizer", "lr", "momentum", "weight_decay")
+    if mid_epoch:  # and what made the epoch's batches: the same step of another epoch is elsewhere
+        kept += ("sampler", "accumulate_steps", "max_steps_per_epoch")
     mismatched = [key for key in kept if state["config"].get(key) != getattr(cfg, key)]
     if mismatched:
         where = "" if (path.parent / "config.yaml").is_file() else "; with no config.yaml beside it, give its flags"
         raise ModelError(f"{path} was written by a different run (differs in: {', '.join(mismatched)}){where}")
+    processes = len(state["progress"]) if mid_epoch else None
+{% if cookiecutter.use_distributed %}
+    if processes and processes != world_size():  # each process's share of the epoch's images depends on their number
+{% else %}
+    if processes and processes != 1:  # each process's share of the epoch's images depends on their number
+{% endif %}
+        raise ModelError(f"{path} was saved mid-epoch by {processes} processes: resume it with {processes} processes")
     for name, obj in stateful.items():
         try:
             obj.load_state_dict(state[name])
@@ -236,25 +248,29 @@ def _position(state: dict) -> str:
     return f"after epoch {state['epoch']}"
 
 
+def _usable_progress(progress) -> bool:
+    """A list of one entry per process, each with every sum of an epoch's Progress and a step count."""
+    fields = {field.name for field in dataclasses.fields(Progress)}
+    return (
+        isinstance(progress, list)
+        and bool(progress)
+        and all(isinstance(own, dict) and own.keys() == fields for own in progress)
+        and all(all(torch.is_tensor(value) or type(value) is int for value in own.values()) for own in progress)
+        and all(type(own["step"]) is int and own["step"] > 0 for own in progress)
+    )
+
+
 def resumed_progress(found: tuple[Path, dict] | None, device: torch.device) -> Progress | None:
-    """Where the epoch a mid-epoch checkpoint stopped in stands, on this process; None after a whole epoch."""
+    """Where the epoch that a mid-epoch checkpoint stopped in stands, on this process (resume() checked it); None
+    after a whole epoch."""
     if found is None or "progress" not in found[1]:
         return None
-    path, state = found
 {% if cookiecutter.use_distributed %}
-    if len(state["progress"]) != world_size():  # each process's share of the epoch's images depends on their number
-        processes = len(state["progress"])
-        raise ModelError(f"{path} was saved mid-epoch by {processes} processes: resume it with {processes} processes")
-    saved = state["progress"][rank()]
+    saved = found[1]["progress"][rank()]
 {% else %}
-    if len(state["progress"]) != 1:  # each process's share of the epoch's images depends on their number
-        raise ModelError(f"{path} was saved mid-epoch by {len(state['progress'])} processes: resume it with as many")
-    saved = state["progress"][0]
+    saved = found[1]["progress"][0]
 {% endif %}
-    try:
-        return Progress(**{key: value.to(device) if torch.is_tensor(value) else value for key, value in saved.items()})
-    except (AttributeError, TypeError) as exc:
-        raise ModelError(f"{path}: its place in the epoch is unusable ({first_line(exc)}); {RESUME_FROM}") from None
+    return Progress(**{key: value.to(device) if torch.is_tensor(value) else value for key, value in saved.items()})
 
 
 class Checkpoints:
@@ -289,6 +305,9 @@ class Checkpoints:
     def start_epoch(self, epoch: int) -> Progress | None:
         """Before each epoch: where a resumed epoch stands (None: from its start), and the loader set to match."""
         progress, self.resumed = self.resumed, None
+        steps = min(len(self.loader), self.cfg.max_steps_per_epoch or len(self.loader))
+        if progress and progress.step > steps:  # a hand-made checkpoint: the flags that make the epoch were checked
+            raise ModelError(f"the checkpoint stopped at step {progress.step} of an epoch of {steps} steps; {FITTING}")
         start_epoch(self.loader, epoch, progress.step if progress else 0)
         return progress
 

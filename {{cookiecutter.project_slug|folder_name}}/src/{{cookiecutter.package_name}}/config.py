@@ -276,6 +276,10 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 def coerce(name: str, value):
     kind = base_type(TYPES[name])
+{% if cookiecutter.use_checkpointing %}
+    if name == "checkpoint_every" and type(value) is int:  # YAML reads 500 as a number: steps
+        value = str(value)
+{% endif %}
     if value is None and TYPES[name] is not kind:
         return None
     if kind is float and isinstance(value, int) and not isinstance(value, bool):

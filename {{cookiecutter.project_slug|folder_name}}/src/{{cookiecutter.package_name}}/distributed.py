@@ -13,6 +13,9 @@ import dataclasses
 {% endif %}
 import datetime
 import os
+{% if cookiecutter.use_checkpointing %}
+import signal
+{% endif %}
 import socket
 import sys
 from pathlib import Path
@@ -28,6 +31,10 @@ from torch.utils.data import Sampler
 
 from .errors import DeviceError, UserError
 from .runtime import gpu_ids, no_visible_gpu
+{% if cookiecutter.use_checkpointing %}
+
+STOPPED = {128 + number for number in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}  # workers stopped by a signal
+{% endif %}
 
 
 def launched() -> bool:
@@ -78,6 +85,11 @@ def launch(workers: int, argv: list[str], package: str) -> None:
         with _stores_on_loopback():
             run(launcher)
     except ChildFailedError as exc:
+{% if cookiecutter.use_checkpointing %}
+        codes = {failure.exitcode for failure in exc.failures.values()}
+        if len(codes) == 1 and codes <= STOPPED:  # a signal to the workers: they saved and said where to continue
+            raise SystemExit(codes.pop()) from None
+{% endif %}
         ranks = ", ".join(str(rank) for rank in sorted(exc.failures))
         raise UserError(f"worker rank {ranks} failed (its message is above); the job was stopped") from None
     except SignalException as exc:  # the workers got it too and said where to continue
