@@ -899,6 +899,18 @@ MUTATIONS = {
         "            pass",
         "tests/test_distributed.py::test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly",
     ),
+    "workers stopped by a signal reported as failed": (
+        "distributed.py",
+        "if len(codes) == 1 and codes <= STOPPED:",
+        "if False:",
+        "tests/test_distributed.py::test_workers_stopped_by_a_signal_end_the_launcher_with_their_code_not_as_a_failure",
+    ),
+    "a mid-epoch checkpoint resumed onto another epoch": (
+        "checkpoint.py",
+        'kept += ("sampler", "accumulate_steps", "max_steps_per_epoch")',
+        "pass",
+        "tests/test_checkpoint.py::test_a_mid_epoch_checkpoint_resumes_only_onto_the_same_epoch_and_in_one_line",
+    ),
 }
 # The optimizer lines live in optim.py; a 3-tuple names no file. A 5th item: the tracker of the render (else MLflow).
 MUTATIONS = {name: spec if len(spec) >= 4 else ("optim.py", *spec) for name, spec in MUTATIONS.items()}

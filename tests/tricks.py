@@ -347,6 +347,8 @@ ENTRIES = [
             "--checkpoint-every minutes read as seconds",
             "the restart count ignored",
             "the requeue missing",
+            "workers stopped by a signal reported as failed",
+            "a mid-epoch checkpoint resumed onto another epoch",
         ),
         at_work=_checkpointing,
         absent=_no_checkpointing,

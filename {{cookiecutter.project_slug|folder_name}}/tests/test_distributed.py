@@ -403,9 +403,9 @@ def test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly(s
     env = {**slurm, "PYTHONPATH": source, "OMP_NUM_THREADS": "1", "RUN_DIR": str(tmp_path / "run")}
     env["PORT"] = str(free_port())
     log, run, straight = Path(slurm["SHIM_LOG"]), tmp_path / "run", tmp_path / "straight"
-    # Epochs long enough that the warning, sent once epoch 1 is saved, lands inside epoch 2.
+    # Epochs long enough that the warning, sent once epoch 2 has saved its step 5, lands inside epoch 2.
     flags = ["--device", "cpu", "--epochs", "2", "--max-steps-per-epoch", "40", "--batch-size", "16"]
-    flags += ["--deterministic", "--no-plots"]
+    flags += ["--deterministic", "--no-plots", "--checkpoint-every", "5"]
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     train = ["-m", "{{ cookiecutter.package_name }}", "train", *flags]
     done = subprocess.run(
@@ -419,7 +419,7 @@ def test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly(s
         return int(submitted.stdout)
 
     job, deadline = submit(), time.monotonic() + 300
-    while not (run / "last.pt").exists() and _alive(job) and time.monotonic() < deadline:
+    while not _in_epoch_2(run / "last.pt") and _alive(job) and time.monotonic() < deadline:
         time.sleep(0.05)
     os.kill(job, signal.SIGUSR1)  # what --signal=B:USR1@120 sends the batch script before the time limit
     while _alive(job) and time.monotonic() < deadline:
@@ -438,6 +438,14 @@ def test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly(s
     assert (log / "requeued").read_text() == "4242\n"  # finished: not requeued again
     (weights, rows), (expected, expected_rows) = weights_and_metrics(run), weights_and_metrics(straight)
     assert rows == expected_rows and all(torch.equal(weights[key], expected[key]) for key in expected)
+
+
+def _in_epoch_2(last: Path) -> bool:
+    """Whether `last` is a mid-epoch checkpoint of epoch 2 (written by renaming: never read half-written)."""
+    if not last.exists():
+        return False
+    state = torch.load(last, weights_only=True)
+    return state["epoch"] == 1 and "progress" in state
 
 
 def _alive(pid: int) -> bool:
