@@ -300,14 +300,15 @@ def test_local_rank_0_downloads_first_and_the_others_wait_for_it(monkeypatch, lo
 def test_workers_restarted_by_torchrun_continue_from_the_newest_checkpoint_of_their_run(monkeypatch, capsys):
     for name in ("TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"):
         monkeypatch.delenv(name, raising=False)
-    cfg = TrainConfig(output_dir="runs/a")
+    cfg = TrainConfig(output_dir="runs/a", init_from="weights.pt", overwrite=True)
     assert distributed.continue_after_restart(cfg) is cfg  # not under torchrun --max-restarts
     monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "3")
     assert distributed.continue_after_restart(cfg) is cfg  # the first start: as given
     with pytest.raises(UserError, match="^torchrun --max-restarts restarts into the same run only with --output-dir"):
         distributed.continue_after_restart(TrainConfig())  # a folder named by the time: another one each start
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "2")
-    assert distributed.continue_after_restart(cfg) == dataclasses.replace(cfg, resume="auto")
+    continued = dataclasses.replace(cfg, init_from=None, overwrite=False, resume="auto")  # how it began is done
+    assert distributed.continue_after_restart(cfg) == continued
     assert "restart 2 by torchrun: continuing from the newest checkpoint" in capsys.readouterr().out
     resumed = TrainConfig(resume="runs/b/last.pt")  # its folder: the one that run continues in
     assert distributed.continue_after_restart(resumed) == TrainConfig(resume="auto", output_dir="runs/b")
@@ -340,24 +341,31 @@ SHIMS = {
         echo $!
     """,
     "srun": """
-        # One task per node: the command once per node, all on this machine; a signal is passed on to every task.
+        # One task per node, all on this machine, each in a process group of its own (SLURM's cgroup of the step).
+        # Like srun, a SIGTERM to it kills the tasks at once: the batch script must signal the step (scancel).
         [[ $1 == --kill-on-bad-exit=1 ]] && shift
         tasks=()
         for ((node = 0; node < SLURM_JOB_NUM_NODES; node++)); do
-            SLURM_NODEID=$node SLURM_PROCID=$node "$@" &
+            SLURM_NODEID=$node SLURM_PROCID=$node setsid "$@" &
             tasks+=($!)
         done
-        trap 'kill -TERM "${tasks[@]}" 2>/dev/null' TERM
+        echo "${tasks[*]}" > "$SHIM_LOG/step-0"
+        trap 'for task in "${tasks[@]}"; do kill -KILL -- "-$task" 2>/dev/null; done' TERM
         status=0
         for task in "${tasks[@]}"; do
             while true; do
                 wait "$task" && code=0 || code=$?
-                if ((code > 128)) && kill -0 "$task" 2>/dev/null; then continue; fi  # the trap interrupted the wait
+                if ((code > 128)) && kill -0 "$task" 2>/dev/null; then continue; fi  # a trap interrupted the wait
                 ((code == 0)) || status=$code
                 break
             done
         done
         exit "$status"
+    """,
+    "scancel": """
+        # --signal=SIG JOB.0: the signal to every process of the job's step 0, as SLURM delivers it.
+        [[ $1 == --signal=* && $2 == "$SLURM_JOB_ID.0" ]] || { echo "scancel shim: unexpected $*" >&2; exit 1; }
+        for task in $(cat "$SHIM_LOG/step-0"); do kill -s "${1#--signal=}" -- "-$task"; done
     """,
     "scontrol": """
         # The allocation's host names, and a requeue (recorded: the test submits the requeued job itself).

@@ -32,6 +32,7 @@ SCRIPT = "{{ cookiecutter.project_slug }}"
 RESUME_FROM = "resume from the last.pt or best.pt of a run"
 FITTING = "resume with the flags the run was trained with, or start anew from its weights with --init-from"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)  # schedulers, Ctrl-C, SLURM's warning before a limit
+REPEAT_SECONDS = 1.0  # the same signal again within this: the same request (a second one later stops at once)
 
 
 def rng_state(loader_generator: torch.Generator) -> dict:
@@ -205,7 +206,7 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
     # what the restored model, optimizer and schedule were built with: a flag that changed it would be overruled
     kept = ("model", "data", "batch_size", "optimizer", "lr", "momentum", "weight_decay")
     if mid_epoch:  # and what made the epoch's batches: the same step of another epoch is elsewhere
-        kept += ("sampler", "accumulate_steps", "max_steps_per_epoch")
+        kept += ("sampler", "accumulate_steps", "max_steps_per_epoch", "seed")
     mismatched = [key for key in kept if state["config"].get(key) != getattr(cfg, key)]
     if mismatched:
         where = "" if (path.parent / "config.yaml").is_file() else "; with no config.yaml beside it, give its flags"
@@ -320,7 +321,8 @@ class Checkpoints:
 {% if cookiecutter.use_distributed %}
         if self.agreement:  # a signal to any rank stops them all at one step, as if each had received it
             number, timed = self.agreement.exchange([self.stop.signal or 0, timed])
-            self.stop.signal, stop = self.stop.signal or number or None, bool(number)
+            self.stop.adopt(number)
+            stop = bool(number)
         else:
             stop = bool(self.stop)
 {% else %}
@@ -353,30 +355,42 @@ class GracefulStop:
 
     def __init__(self):
         self.signal: int | None = None
+        self.since = 0.0  # when it came
 
     def __bool__(self) -> bool:
         return self.signal is not None
 
     def _request(self, number: int, frame) -> None:
         if self.signal is not None:
+            if number == self.signal and time.monotonic() - self.since < REPEAT_SECONDS:
+                return  # one request delivered twice: to the process group, and passed on by torchrun
             raise SystemExit(128 + number)
-        self.signal = number
+        self.signal, self.since = number, time.monotonic()
         name = signal.Signals(number).name
         fresh_line = "\n" if sys.stderr.isatty() else ""  # not after the ^C a terminal echoes behind the progress bar
         print(f"{fresh_line}{name}: stopping at the next resumable point (send it again to stop now)", file=sys.stderr)
 
+{% if cookiecutter.use_distributed %}
+    def adopt(self, number: int) -> None:
+        """Another rank's signal (0: none): this rank stops as if it had received it."""
+        if number and self.signal is None:
+            self.signal, self.since = number, time.monotonic()
+
+{% endif %}
     def epochs(self, epochs):
         """Yield epochs with the signal handlers installed; stop yielding once a stop was asked for."""
         previous = {number: signal.signal(number, self._request) for number in STOP_SIGNALS}
         try:
             for epoch in epochs:
 {% if cookiecutter.use_distributed %}
-                signals = [number for number in gather(self.signal) if number]  # every rank stops at the same epoch
-                self.signal = self.signal or (signals[0] if signals else None)
+                self.adopt(max(gather(self.signal or 0)))  # every rank stops at the same epoch
 {% endif %}
                 if self:
                     return
                 yield epoch
+{% if cookiecutter.use_distributed %}
+            self.adopt(max(gather(self.signal or 0)))  # and after the last one: all save their results, or none
+{% endif %}
         finally:
             for number, handler in previous.items():
                 signal.signal(number, handler)

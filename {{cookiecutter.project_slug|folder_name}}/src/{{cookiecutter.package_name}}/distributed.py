@@ -55,7 +55,8 @@ def continue_after_restart(cfg):
         return cfg
     print(f"restart {restarts} by torchrun: continuing from the newest checkpoint")  # rank 0 alone prints
     output_dir = cfg.output_dir or str(Path(cfg.resume).parent)
-    return dataclasses.replace(cfg, resume="auto", output_dir=output_dir)
+    # how the first start began (--init-from, --overwrite) is done: a restart only continues
+    return dataclasses.replace(cfg, resume="auto", output_dir=output_dir, init_from=None, overwrite=False)
 
 
 {% endif %}

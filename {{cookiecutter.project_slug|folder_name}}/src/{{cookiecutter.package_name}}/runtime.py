@@ -86,10 +86,10 @@ def seed_everything(seed: int, deterministic: bool) -> None:
 
 def seed_worker(worker_id: int) -> None:
     """DataLoader workers: derive numpy and python seeds from the seed torch gave this worker, and leave
-    Ctrl-C and SIGTERM to the main process (schedulers signal the whole process group), which stops the run
+    Ctrl-C, SIGTERM and SIGUSR1 to the main process (schedulers signal the whole process group), which stops the run
     at a resumable point and shuts the workers down itself."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(number, signal.SIG_IGN)
     seed = torch.initial_seed() % 2**32
     np.random.seed(seed)
     random.seed(seed)
