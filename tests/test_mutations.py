@@ -209,7 +209,7 @@ MUTATIONS = {
     ),
     "DataLoader workers take the stop signals": (
         "runtime.py",
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+        "signal.signal(number, signal.SIG_IGN)",
         "pass",
         "tests/test_checkpoint.py::test_a_signal_to_the_whole_process_group_stops_once_without_a_traceback",
     ),
@@ -907,7 +907,7 @@ MUTATIONS = {
     ),
     "a mid-epoch checkpoint resumed onto another epoch": (
         "checkpoint.py",
-        'kept += ("sampler", "accumulate_steps", "max_steps_per_epoch")',
+        'kept += ("sampler", "accumulate_steps", "max_steps_per_epoch", "seed")',
         "pass",
         "tests/test_checkpoint.py::test_a_mid_epoch_checkpoint_resumes_only_onto_the_same_epoch_and_in_one_line",
     ),
