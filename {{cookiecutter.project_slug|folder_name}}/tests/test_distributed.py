@@ -323,6 +323,7 @@ def test_workers_stopped_by_a_signal_end_the_launcher_with_their_code_not_as_a_f
         raise ChildFailedError("train", failures)
 
     monkeypatch.setattr(distributed, "run", failed)
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # launch() extends it: undone after the test
     with pytest.raises(SystemExit if exit_code else UserError) as stopped:
         distributed.launch(2, ["train"], "{{ cookiecutter.package_name }}")
     if exit_code:

@@ -363,7 +363,7 @@ class GracefulStop:
     def _request(self, number: int, frame) -> None:
         if self.signal is not None:
             if number == self.signal and time.monotonic() - self.since < REPEAT_SECONDS:
-                return  # one request delivered twice: to the process group, and passed on by torchrun
+                return  # one request delivered twice: to the process group, and passed on by a launcher
             raise SystemExit(128 + number)
         self.signal, self.since = number, time.monotonic()
         name = signal.Signals(number).name
