@@ -769,6 +769,18 @@ MUTATIONS = {
         "                pass",
         "tests/test_tune.py::test_a_trial_told_to_do_badly_is_pruned_at_its_first_epoch",
     ),
+    "rank 0's pruning decision kept from the other ranks": (
+        "tune.py",
+        "        if broadcast(self.trial.should_prune()):",
+        "        if self.trial.should_prune():",
+        "tests/test_tune.py::test_a_search_on_two_processes_prunes_with_rank_0s_decision_on_both",
+    ),
+    "the other ranks never told that the search ended": (
+        "tune.py",
+        "        broadcast(None)  # no more trials: the other ranks return",
+        "        pass",
+        "tests/test_tune.py::test_a_search_on_two_processes_prunes_with_rank_0s_decision_on_both",
+    ),
     "a resumed study reruns finished trials": (
         "tune.py",
         "            storage=f\"sqlite:///{folder / 'study.db'}\",",

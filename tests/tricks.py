@@ -232,6 +232,8 @@ ENTRIES = [
             "DDP validation padded to even out the ranks",
             "DDP validation loss not summed over the ranks",
             "DDP ranks evaluate their own EMA statistics",
+            "rank 0's pruning decision kept from the other ranks",
+            "the other ranks never told that the search ended",
         ),
         at_work=_distributed,
     ),

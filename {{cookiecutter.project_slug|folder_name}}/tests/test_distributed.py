@@ -278,13 +278,6 @@ def test_a_one_machine_job_listens_on_loopback_only(tmp_path):
     assert seen and seen <= LOOPBACK, f"listening beyond loopback: {seen - LOOPBACK}"
 
 
-def test_tune_under_torchrun_is_refused_in_one_line(monkeypatch, tmp_path, capsys):
-    monkeypatch.setenv("LOCAL_RANK", "0")  # a worker of torchrun
-    monkeypatch.setenv("RANK", "0")
-    assert main(["tune", "--space", str(tmp_path / "space.yaml"), "--output-dir", str(tmp_path / "tune")]) == 2
-    assert "start it without torchrun" in capsys.readouterr().err and not (tmp_path / "tune").exists()
-
-
 @pytest.mark.parametrize(("local_rank", "order"), [("0", ["download", "barrier"]), ("1", ["barrier", "download"])])
 def test_local_rank_0_downloads_first_and_the_others_wait_for_it(monkeypatch, local_rank, order):
     """Every rank downloading torchvision's files at once races on the same paths on the first run."""

@@ -15,6 +15,9 @@ import pytest
 import yaml
 
 from {{ cookiecutter.package_name }} import tune as tune_module
+{% if cookiecutter.use_distributed %}
+from {{ cookiecutter.package_name }}.cli import main
+{% endif %}
 from {{ cookiecutter.package_name }}.config import make_config
 from {{ cookiecutter.package_name }}.errors import DataError, OutputError, UserError
 from {{ cookiecutter.package_name }}.train import train
@@ -86,6 +89,27 @@ def test_a_trial_told_to_do_badly_is_pruned_at_its_first_epoch(searched, tmp_pat
     assert [(row["state"], row["epochs"]) for row in rows] == [("COMPLETE", "2"), ("COMPLETE", "2"), ("PRUNED", "1")]
 
 
+{% if cookiecutter.use_distributed %}
+@pytest.mark.slow
+def test_a_search_on_two_processes_prunes_with_rank_0s_decision_on_both(searched, tmp_path, capfd):
+    """Rank 0 reports and decides; were the other rank not told, it would train on alone and the job would hang."""
+    folder = Path(searched.output_dir)
+    folder.mkdir()
+    study = optuna.create_study(storage=f"sqlite:///{folder / 'study.db'}", study_name=STUDY, direction="maximize")
+    for lr in (0.05, 0.05, 1.0e-9):  # two trials that learn, then one that cannot
+        study.enqueue_trial({"lr": lr})
+    command = ["tune", "--space", space_file(tmp_path, "lr: [0.05, 1.0e-9]\n"), "--trials", "3"]
+    command += ["--startup-trials", "2", "--nproc", "2", "--device", "cpu", "--dist-timeout", "60", "--no-plots"]
+    command += ["--model", "small_cnn", "--epochs", "2", "--max-steps-per-epoch", "6", "--batch-size", "16"]
+    assert main([*command, "--num-workers", "0", "--output-dir", str(folder)]) == 0
+    assert capfd.readouterr().out.count("distributed: world size 2, backend gloo") == 1  # one group for all
+    rows = trials_csv(folder)
+    assert [(row["state"], row["epochs"]) for row in rows] == [("COMPLETE", "2"), ("COMPLETE", "2"), ("PRUNED", "1")]
+    reported = optuna.load_study(storage=f"sqlite:///{folder / 'study.db'}", study_name=STUDY).trials
+    assert [sorted(trial.intermediate_values) for trial in reported] == [[1, 2], [1, 2], [1]]  # once per epoch
+
+
+{% endif %}
 def test_train_config_best_yaml_reproduces_the_best_trials_metrics(searched, tmp_path, monkeypatch):
     space = space_file(tmp_path, "lr: {low: 0.01, high: 0.1}\nweight_decay: [0.0, 0.001]\n")
     tune(replace(searched, deterministic=True), space, 2, None, 5)

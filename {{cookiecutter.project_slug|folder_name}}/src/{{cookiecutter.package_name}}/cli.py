@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> None:
         export_model(args.weights, args.format, args.output, args.tolerance)
         return
 {% if cookiecutter.use_distributed %}
-    from .distributed import launch, launched, workers_wanted
+    from .distributed import teardown
 {% endif %}
     from .inference import evaluate_run, extract_features, predict
     from .plots import plot_run
@@ -118,10 +118,6 @@ def run(args: argparse.Namespace) -> None:
     if args.command == "tune":
         from .tune import tune
 
-{% if cookiecutter.use_distributed %}
-        if launched():  # every rank would run its own search
-            raise UserError("tune runs its trials one after another in one process: start it without torchrun")
-{% endif %}
         search = ("space", "trials", "timeout", "startup_trials")
         values = {k: v for k, v in vars(args).items() if k not in ("command", "debug", "config", *search)}
         given = sorted(PER_INVOCATION & set(values))
@@ -130,25 +126,33 @@ def run(args: argparse.Namespace) -> None:
         if args.trials < 1 or args.startup_trials < 0 or (args.timeout is not None and not args.timeout > 0):
             raise UserError("--trials must be at least 1, --startup-trials at least 0, --timeout a positive number")
         cfg = make_config(values, getattr(args, "config", None))
+{% if cookiecutter.use_distributed %}
+        if _started_in_workers(cfg, argv):  # each trial trains in all of them
+            return
+{% else %}
         select_gpus(cfg.gpus, cfg.deterministic)
+{% endif %}
         with explaining_nondeterministic_kernels():
             tune(cfg, args.space, args.trials, args.timeout, args.startup_trials)
+{% if cookiecutter.use_distributed %}
+        teardown()
+{% endif %}
         return
 
     if args.command == "train":
         values = {k: v for k, v in vars(args).items() if k not in ("command", "debug", "config")}
         cfg = make_config(values, getattr(args, "config", None))
 {% if cookiecutter.use_distributed %}
-        if not launched():  # torchrun's workers inherit the launcher's CUDA_VISIBLE_DEVICES
-            select_gpus(cfg.gpus, cfg.deterministic)
-            if workers_wanted(cfg) > 1:
-                launch(workers_wanted(cfg), argv, __package__)
-                return
+        if _started_in_workers(cfg, argv):
+            return
 {% else %}
         select_gpus(cfg.gpus, cfg.deterministic)
 {% endif %}
         with explaining_nondeterministic_kernels():
             train(cfg)
+{% if cookiecutter.use_distributed %}
+        teardown()
+{% endif %}
         return
 
     if args.command == "plot":
@@ -168,6 +172,22 @@ def run(args: argparse.Namespace) -> None:
         predict(args.weights, args.images, device, args.output, args.top_k, args.tta)
 
 
+{% if cookiecutter.use_distributed %}
+def _started_in_workers(cfg, argv: list[str]) -> bool:
+    """Select the GPUs and, when the command wants several processes and is not one of them, run it in them."""
+    from .distributed import launch, launched, workers_wanted
+    from .runtime import select_gpus
+
+    if launched():  # torchrun's workers inherit the launcher's CUDA_VISIBLE_DEVICES
+        return False
+    select_gpus(cfg.gpus, cfg.deterministic)
+    if workers_wanted(cfg) > 1:
+        launch(workers_wanted(cfg), argv, __package__)
+        return True
+    return False
+
+
+{% endif %}
 def main(argv: list[str] | None = None) -> int:
 {% if cookiecutter.use_distributed %}
     argv = sys.argv[1:] if argv is None else argv  # the launcher starts its workers with the same arguments

@@ -133,6 +133,8 @@ def setup(requested_device: str, gpus: str, timeout_seconds: int) -> torch.devic
     device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
+    if dist.is_initialized():  # joined already: tune's ranks train every trial in the group they joined once
+        return device
     timeout = datetime.timedelta(seconds=timeout_seconds)  # a dead peer ends the job instead of hanging it
     store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
     # The workers torchrun restarts (--max-restarts) meet under keys of their own: the agent's store still holds

@@ -32,7 +32,7 @@ from .data import (
 )
 {% endif %}
 {% if cookiecutter.use_distributed %}
-{% set names = ["barrier", "broadcast", "is_main", "setup", "teardown", "world_size", "wrap"] %}
+{% set names = ["barrier", "broadcast", "is_main", "setup", "world_size", "wrap"] %}
 {% if cookiecutter.use_checkpointing %}{% set names = names + ["continue_after_restart"] %}{% endif %}
 {% if cookiecutter.use_ema %}{% set names = names + ["broadcast_buffers"] %}{% endif %}
 {% set line = "from .distributed import " ~ (names | sort | join(", ")) %}
@@ -375,7 +375,6 @@ checkpoints=checkpoints,
 {% if cookiecutter.use_distributed %}
     if is_main():
         _save_results(out, final, cfg, data.classes)
-    teardown()
 {% else %}
     _save_results(out, final, cfg, data.classes)
 {% endif %}

@@ -1,4 +1,5 @@
 {% set ckpt = cookiecutter.use_checkpointing %}
+{% set ddp = cookiecutter.use_distributed %}
 """`tune`: hyper-parameter search with Optuna (`pip install -e ".[tune]"`).
 
 Each trial is an ordinary training run in its own folder (trial-000, trial-001, ...) of the tune folder, so that
@@ -10,8 +11,15 @@ stopped, repeats no finished trial, and continues the trial that was running fro
 {% else %}
 stopped, repeats no finished trial, and trains the trial that was running again from its start.
 {% endif %}
+{% if ddp %}
+Under torchrun (or --nproc) every trial trains in all processes: rank 0 runs the study, hands each trial's config to
+the others and decides for all of them whether to prune.
+{% endif %}
 """
 
+{% if ddp %}
+import contextlib
+{% endif %}
 import csv
 import dataclasses
 import fcntl
@@ -24,6 +32,9 @@ from pathlib import Path
 import yaml
 
 from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce, saved_fields
+{% if ddp %}
+from .distributed import broadcast, is_main, setup
+{% endif %}
 from .errors import OutputError, TrainingDiverged, UserError, one_line
 from .files import cannot_write, write_text
 from .train import train
@@ -102,17 +113,32 @@ def _range(optuna, name: str, kind: type, values: dict, where: str):
 
 
 class _Pruning:
+{% if ddp %}
+    """Reports each epoch's validation accuracy to the trial and stops the run when the pruner says so: rank 0
+    reports and decides, every rank stops (the others have no trial)."""
+{% else %}
     """Reports each epoch's validation accuracy to the trial and stops the run when the pruner says so."""
+{% endif %}
 
     def __init__(self, optuna, trial):
         self.optuna, self.trial, self.reported = optuna, trial, set()
 
     def __call__(self, rows: list[dict]) -> None:
+{% if ddp %}
+        if self.trial is None:  # a rank other than 0: rank 0's decision
+            if broadcast(None):
+                raise self.optuna.TrialPruned()
+            return
+{% endif %}
         for row in rows:  # a continued trial reports the epochs of its checkpoint too
             if row["epoch"] not in self.reported:
                 self.trial.report(row["val_acc"], row["epoch"])
                 self.reported.add(row["epoch"])
+{% if ddp %}
+        if broadcast(self.trial.should_prune()):
+{% else %}
         if self.trial.should_prune():
+{% endif %}
             raise self.optuna.TrialPruned()
 
 
@@ -135,6 +161,11 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
     """Run trials until `trials` have finished (this and earlier runs of the command together) or `timeout`
     seconds have passed; write trials.csv and best.yaml into the tune folder and return them."""
     optuna = _optuna()
+{% if ddp %}
+    setup(base.device, base.gpus, base.dist_timeout)  # once, for every trial: rank 0 hands them out through it
+    if not is_main():
+        return _follow(optuna)
+{% endif %}
     space = load_space(space_file)
     folder = Path(base.output_dir or f"runs/tune-{Path(space_file).stem}").absolute()
     if folder.is_dir() and any(folder.iterdir()) and not (folder / "study.db").is_file():
@@ -155,11 +186,24 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
         started = time.monotonic()
         while _finished(optuna, study) < trials and (timeout is None or time.monotonic() - started < timeout):
             _run_trial(optuna, study, space, base, folder)
+{% if ddp %}
+        broadcast(None)  # no more trials: the other ranks return
+{% endif %}
         return _report(optuna, study, folder)
     finally:
         os.close(lock)
 
 
+{% if ddp %}
+def _follow(optuna) -> dict:
+    """A rank other than 0 trains each trial rank 0 hands out, until it hands out None."""
+    while (cfg := broadcast(None)) is not None:
+        with contextlib.suppress(optuna.TrialPruned, TrainingDiverged):  # rank 0 tells the study
+            train(cfg, after_epoch=_Pruning(optuna, None))
+    return {}
+
+
+{% endif %}
 def _check_same_search(study, base: TrainConfig, space: dict, folder: Path) -> None:
     """A tune folder holds one search: continued with other shared flags or another space, its trials would not
     compare (and a killed trial could not continue). Where and how fast trials run may change."""
@@ -222,6 +266,9 @@ def _run_trial(optuna, study, space: dict, base: TrainConfig, folder: Path) -> N
         cfg = dataclasses.replace(cfg, overwrite=True)  # a killed trial starts again
 {% endif %}
     print(f"trial {trial.number} ({name}): {trial.params}")
+{% if ddp %}
+    broadcast(cfg)  # the other ranks train it too
+{% endif %}
     try:
         result = train(cfg, after_epoch=_Pruning(optuna, trial))
     except optuna.TrialPruned:
