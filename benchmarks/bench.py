@@ -293,6 +293,42 @@ def loader_alone(workers: int, args) -> dict:
     return {"images_per_second": count / (time.perf_counter() - started)}
 
 
+def seeding_cost(batch_size: int, args) -> dict:
+    """What worker-count independence costs per image: SeededBatches' own work for a batch (a hash, a seed and, in
+    the main process, saving and restoring the random streams), timed around a dataset that does nothing, against
+    what the default training transform takes per image. (Timing the transform with and without the seed would mix
+    in its random choices: another seed draws other crops, cheaper or dearer.) Batch 1 is what seeding every image
+    on its own would cost."""
+    import torch
+    import torch.utils.data as tud
+
+    sys.path.insert(0, args.src)
+    data = importlib.import_module(f"{PACKAGE}.data")
+    torch.set_num_threads(1)
+
+    def per_image(fetch, batches, rounds=9) -> float:
+        times = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            for batch in batches:
+                fetch(batch)
+            times.append((time.perf_counter() - started) / sum(map(len, batches)))
+        return statistics.median(times)
+
+    stats = [0.5] * 3
+    transform = data.build_transform("synthetic", args.image_size, stats, stats, data.Augmentation("basic"))
+    images = data.SyntheticImages(1024, 0, transform=transform)
+    transformed = per_image(lambda batch: [images[i] for i in batch], [list(range(1024))], rounds=5)
+    nothing = list(range(2**16))
+    seeded = data.SeededBatches(nothing, 0)
+    batches = [nothing[i : i + batch_size] for i in range(0, 8192, batch_size)]
+    plain = per_image(lambda batch: [nothing[i] for i in batch], batches)
+    in_main = per_image(seeded.__getitems__, batches) - plain
+    tud._utils.worker._worker_info = type("Worker", (), {"id": 0})()  # as in a data-loading worker: no state kept
+    in_worker = per_image(seeded.__getitems__, batches) - plain
+    return {"transform_us": transformed * 1e6, "main_us": in_main * 1e6, "worker_us": in_worker * 1e6}
+
+
 # ---- the whole benchmark -------------------------------------------------------------------------------
 
 
@@ -349,6 +385,20 @@ def table(results: dict, loaders: dict, pairs: dict, args, device: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seeding_table(seeding: dict, args) -> str:
+    lines = [
+        "",
+        f"| worker-count independence: seeding, per image of a batch | main process | in a worker | share of the "
+        f"{args.image_size}-px training transform ({seeding[1]['transform_us']:.0f} µs per image) |",
+        "|---|---:|---:|---:|",
+    ]
+    for size, r in seeding.items():
+        name = "batch 1 (as seeding each image)" if size == 1 else f"batch {size}"
+        share = f"{r['main_us'] / r['transform_us']:.2%} / {r['worker_us'] / r['transform_us']:.2%}"
+        lines.append(f"| {name} | {r['main_us']:.2f} µs | {r['worker_us']:.2f} µs | {share} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--one", nargs=2, metavar=("CONTENDER", "MODEL"), help=argparse.SUPPRESS)
@@ -380,6 +430,8 @@ def main() -> None:
         kind, name = args.one
         if kind == "loader":
             result = loader_alone(int(name), args)
+        elif kind == "seeding":
+            result = seeding_cost(int(name), args)
         elif kind == "paired":
             result = paired(name, args)
         else:
@@ -409,9 +461,10 @@ def main() -> None:
                     print(f"run {repeat + 1}: {model} {contender}: {runs[model][contender][-1]}", flush=True)
         results = {model: {c: medians(rs) for c, rs in by_contender.items()} for model, by_contender in runs.items()}
         loaders = {workers: measure("loader", str(workers), args) for workers in (0, 1, 2)}
+        seeding = {size: measure("seeding", str(size), args) for size in (1, 8, args.batch_size)}
         pairs = {model: measure("paired", model, args) for model in MODELS}
     device = results["small_cnn"]["bare"]["device"]
-    text = table(results, loaders, pairs, args, device)
+    text = table(results, loaders, pairs, args, device) + seeding_table(seeding, args)
     print(text)
     out = HERE / f"results-{'cuda' if cuda else 'cpu'}.md"
     out.write_text(text)

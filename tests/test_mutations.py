@@ -853,11 +853,17 @@ MUTATIONS = {
     ),
     "a worker's augmentation seed depends on its id": (
         "data.py",
-        "streams.manual_seed(hash((self.seed, self.epoch, index)) % 2**63)",
-        "streams.manual_seed(hash((self.seed, self.epoch, index, getattr(get_worker_info(), 'id', 0))) % 2**63)",
+        "streams.manual_seed(hash((self.seed, self.epoch, *indices)) % 2**63)",
+        "streams.manual_seed(hash((self.seed, self.epoch, *indices, getattr(get_worker_info(), 'id', 0))) % 2**63)",
         "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
     ),
-    "per-image seeding moves the main process's streams": (
+    "a batch's augmentation seed ignores its images": (
+        "data.py",
+        "streams.manual_seed(hash((self.seed, self.epoch, *indices)) % 2**63)",
+        "streams.manual_seed(hash((self.seed, self.epoch)) % 2**63)",
+        "tests/test_data.py::test_a_batchs_augmentation_follows_its_seed_epoch_and_indices_and_leaves_the_main_stream_alone",
+    ),
+    "per-batch seeding moves the main process's streams": (
         "data.py",
         "saved = streams.get_state() if get_worker_info() is None else None",
         "saved = None",

@@ -14,6 +14,7 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import (
     DOWNLOADABLE,
     Augmentation,
+    SeededBatches,
     SyntheticImages,
     build_data,
     build_transform,
@@ -121,6 +122,19 @@ def test_training_crops_have_their_documented_scale_and_padding():
     assert tuple(crop.size) == (64, 64) and crop.scale == (0.35, 1.0)
     small = build_transform("synthetic", 32, None, None, basic).transforms
     assert next(step for step in small if isinstance(step, v2.RandomCrop)).padding == [4, 4, 4, 4]  # an eighth
+
+
+def test_a_batchs_augmentation_follows_its_seed_epoch_and_indices_and_leaves_the_main_stream_alone():
+    images = SyntheticImages(8, seed=0, transform=build_transform("synthetic", 32, None, None, Augmentation("basic")))
+    seeded = SeededBatches(images, seed=3)
+    state = torch.get_rng_state()
+    batch = seeded.__getitems__([5, 2, 5])  # a balanced draw may take one image twice
+    assert torch.equal(torch.get_rng_state(), state)  # the main process's draws (shuffling, dropout) unmoved
+    assert not torch.equal(batch[0][0], batch[2][0])  # twice in a batch: two augmentations, not one
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(batch, seeded.__getitems__([5, 2, 5]), strict=True))
+    assert not torch.equal(batch[0][0], seeded.__getitems__([5, 2, 4])[0][0])  # another batch: another draw
+    seeded.epoch = 1
+    assert not torch.equal(batch[0][0], seeded.__getitems__([5, 2, 5])[0][0])  # another epoch: another draw
 
 
 def test_synthetic_images_are_transformed_only_when_given_a_transform():
