@@ -264,13 +264,16 @@ def paired(model_name: str, args) -> dict:
             RUNNERS[loop.split()[0]](model, loader, optimizer, criterion, device, 1, args.precision)
             if round_ >= 2:
                 seconds[loop].append(stamps[-1] - stamps[0])
+    return {loop: speedup(seconds["bare"], seconds[loop]) for loop in PAIRED_LOOPS[1:]}
+
+
+def speedup(base: list[float], other: list[float]) -> dict:
+    """Median of the per-round ratios of seconds (base / other: other's images/s against base's), with a bootstrap
+    95 % interval."""
+    ratios = [b / o for b, o in zip(base, other, strict=True)]
     resample = random.Random(0)
-    result = {}
-    for loop in PAIRED_LOOPS[1:]:
-        ratios = [b / t for b, t in zip(seconds["bare"], seconds[loop], strict=True)]  # images/s ratio
-        medians = sorted(statistics.median(resample.choices(ratios, k=len(ratios))) for _ in range(2000))
-        result[loop] = {"ratio": statistics.median(ratios), "low": medians[50], "high": medians[1949]}
-    return result
+    medians = sorted(statistics.median(resample.choices(ratios, k=len(ratios))) for _ in range(2000))
+    return {"ratio": statistics.median(ratios), "low": medians[50], "high": medians[1949]}
 
 
 def loader_alone(workers: int, args) -> dict:
@@ -291,6 +294,87 @@ def loader_alone(workers: int, args) -> dict:
         for images, _ in loader:
             count += len(images)
     return {"images_per_second": count / (time.perf_counter() - started)}
+
+
+PHOTO_CLASSES = ["china", "china-upright", "flower", "flower-upright"]
+JPEG_PIPELINES = ["reference", "generated", "reference (second copy: the control)"]
+IMAGENET_STATS = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+
+
+def make_photos(folder: Path, per_class: int = 80, seed: int = 0) -> Path:
+    """Real photographs at ImageNet-like sizes: scikit-learn's two sample photos (640x427), scaled by 0.9 to 1,
+    cut at random places into 400x350 to 500x375 pictures (half of them turned upright), re-encoded as JPEG
+    (quality 90) into train/ and val/ folders of four classes. Nothing is downloaded."""
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    draw = random.Random(seed)
+    sources = dict(zip(["china", "flower"], load_sample_images().images, strict=True))
+    for name in PHOTO_CLASSES:
+        photo = Image.fromarray(sources[name.split("-")[0]])
+        for index in range(per_class + per_class // 4):
+            scale = draw.uniform(0.9, 1.0)
+            scaled = photo.resize((round(photo.width * scale), round(photo.height * scale)), Image.BILINEAR)
+            width, height = draw.randint(400, 500), draw.randint(350, 375)
+            left, top = draw.randint(0, scaled.width - width), draw.randint(0, scaled.height - height)
+            cut = scaled.crop((left, top, left + width, top + height))
+            cut = cut.transpose(Image.ROTATE_90) if name.endswith("upright") else cut
+            split = "train" if index < per_class else "val"
+            (folder / split / name).mkdir(parents=True, exist_ok=True)
+            cut.save(folder / split / name / f"{index:03d}.jpg", quality=90)
+    return folder
+
+
+def jpeg_pipeline(workers: int, args) -> dict:
+    """Training images/s on real JPEGs at 224 px: the generated data path against torchvision's reference
+    classification pipeline (ImageFolder, PIL decoding, RandomResizedCrop, flip, ToTensor, Normalize), with the
+    generated path's crop scale (0.35-1) on both sides, batch 64, `workers` data-loading processes. Both yield
+    normalised float batches ready for the model (the generated path converts on the device, here the CPU). They
+    take turns, an epoch each, in one process; a second copy of the reference is the control."""
+    import torch
+    import torchvision.transforms as T
+    from torch.utils.data import DataLoader
+    from torchvision.datasets import ImageFolder
+
+    sys.path.insert(0, args.src)
+    config = importlib.import_module(f"{PACKAGE}.config")
+    data = importlib.import_module(f"{PACKAGE}.data")
+    train = importlib.import_module(f"{PACKAGE}.train")
+    photos = make_photos(Path(tempfile.mkdtemp()) / "photos")
+    reference = T.Compose(
+        [
+            T.RandomResizedCrop(224, scale=(0.35, 1.0)),
+            T.RandomHorizontalFlip(),
+            T.ToTensor(),
+            T.Normalize(*IMAGENET_STATS),
+        ]
+    )
+    loader = lambda: DataLoader(  # noqa: E731
+        ImageFolder(photos / "train", transform=reference), batch_size=64, shuffle=True, num_workers=workers
+    )
+    cfg = config.TrainConfig(data=str(photos), image_size=224, batch_size=64, num_workers=workers)
+    cfg = train.resolve(
+        dataclasses.replace(cfg, output_dir=tempfile.mkdtemp(), mean=IMAGENET_STATS[0], std=IMAGENET_STATS[1])
+    )
+    device = torch.device("cpu")
+    generated = data.build_data(cfg, device).train
+    loaders = {"reference": loader(), "generated": generated, JPEG_PIPELINES[2]: loader()}
+    prepare = getattr(data, "prepare", None)
+    seconds = {name: [] for name in JPEG_PIPELINES}
+    for round_ in range(args.rounds // 4 + 1):  # the first round warms up
+        shift = round_ % len(JPEG_PIPELINES)
+        for name in JPEG_PIPELINES[shift:] + JPEG_PIPELINES[:shift]:
+            if name == "generated":
+                data.start_epoch(generated, round_ + 1)
+            started = time.perf_counter()
+            for images, _ in loaders[name]:
+                if name == "generated" and prepare:
+                    images = prepare(images, device, cfg)
+            if round_:
+                seconds[name].append(time.perf_counter() - started)
+    count = len(loaders["reference"].dataset)
+    rates = {name: count / statistics.median(times) for name, times in seconds.items()}
+    return {"rates": rates} | {name: speedup(seconds["reference"], seconds[name]) for name in JPEG_PIPELINES[1:]}
 
 
 def seeding_cost(batch_size: int, args) -> dict:
@@ -430,6 +514,8 @@ def main() -> None:
         kind, name = args.one
         if kind == "loader":
             result = loader_alone(int(name), args)
+        elif kind == "jpeg":
+            result = jpeg_pipeline(int(name), args)
         elif kind == "seeding":
             result = seeding_cost(int(name), args)
         elif kind == "paired":

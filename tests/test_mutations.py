@@ -857,6 +857,24 @@ MUTATIONS = {
         "streams.manual_seed(hash((self.seed, self.epoch, *indices, getattr(get_worker_info(), 'id', 0))) % 2**63)",
         "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
     ),
+    "per-batch normalisation forgets the mean": (
+        "data.py",
+        "return images.to(self.device, non_blocking=True).float().sub_(shift).div_(scale)",
+        "return images.to(self.device, non_blocking=True).float().div_(scale)",
+        "tests/test_data.py::test_batched_uint8_images_are_the_per_image_float_pipelines_images",
+    ),
+    "uint8 random erasing fills black, not the mean colour": (
+        "data.py",
+        "mean_colour = 0 if floats else [round(255 * channel) for channel in mean]",
+        "mean_colour = 0",
+        "tests/test_data.py::test_batched_uint8_images_are_the_per_image_float_pipelines_images",
+    ),
+    "JPEGs decoded by Pillow after all": (
+        "data.py",
+        '            jpeg = decode_jpeg and image.format == "JPEG" and image.mode in ("RGB", "L")',
+        "            jpeg = False",
+        "tests/test_data.py::test_a_jpeg_is_decoded_to_the_pixels_pillow_decodes_and_a_broken_one_is_named",
+    ),
     "a batch's augmentation seed ignores its images": (
         "data.py",
         "streams.manual_seed(hash((self.seed, self.epoch, *indices)) % 2**63)",

@@ -14,6 +14,7 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import (
     DOWNLOADABLE,
     Augmentation,
+    DeviceLoader,
     SeededBatches,
     SyntheticImages,
     build_data,
@@ -21,10 +22,11 @@ from {{ cookiecutter.package_name }}.data import (
     compute_mean_std,
     default_image_size,
     inverse_frequency,
+    load_image,
     load_rgb,
     open_datasets,
 )
-from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.errors import DataError, UserError
 from {{ cookiecutter.package_name }}.train import resolve
 
 
@@ -156,7 +158,46 @@ def test_every_image_is_read_as_rgb_whatever_its_mode(tmp_path, image_folder):
     Image.new("RGBA", (8, 8), (1, 2, 3, 4)).save(tmp_path / "alpha.png")
     assert load_rgb(str(tmp_path / "grey.png")).mode == "RGB" and load_rgb(str(tmp_path / "alpha.png")).mode == "RGB"
     opened, _ = open_datasets(TrainConfig(data=str(image_folder)), ("train", "val"), training=True)
-    assert opened["train"].loader is load_rgb and opened["val"].loader is load_rgb  # names a bad file in its message
+    assert opened["train"].loader is load_image and opened["val"].loader is load_image  # names a bad file
+
+
+@pytest.mark.parametrize("policy", ["basic", "trivialaugment"])
+def test_batched_uint8_images_are_the_per_image_float_pipelines_images(tmp_path, policy):
+    """JPEGs decoded to tensors, augmented in uint8 and normalised per batch by the loader: the same crops, flips and
+    erasing as the per-image float pipeline they replaced (same seed), the same values to within decoder rounding."""
+    mean, std = [0.45, 0.5, 0.55], [0.2, 0.25, 0.3]
+    augment = Augmentation(policy, hflip=True, random_erasing=0.5)
+    per_image = build_transform("folder", 48, mean, std, augment)
+    batched = build_transform("folder", 48, mean, std, augment, floats=False)
+    loader = DeviceLoader([], torch.device("cpu"), mean, std)
+    ramp = np.linspace(0, 255, 80)
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        pixels = ramp[None, :, None] * rng.uniform(0.2, 1, 3) + ramp[:60, None, None] * rng.uniform(0, 0.5, 3)
+        path = tmp_path / f"{seed}.jpg"
+        Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(path, quality=95)
+        torch.manual_seed(seed)
+        before = per_image(load_rgb(str(path)))
+        torch.manual_seed(seed)
+        after = loader.normalise(batched(load_image(str(path)))[None])[0]
+        assert after.dtype == before.dtype == torch.float32 and after.shape == before.shape == (3, 48, 48)
+        assert (after - before).abs().mean() < 0.05, seed  # a grey level or two; a crop elsewhere differs by far more
+
+
+def test_a_jpeg_is_decoded_to_the_pixels_pillow_decodes_and_a_broken_one_is_named(tmp_path):
+    photo = Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 60, 3), dtype=np.uint8))
+    photo.save(tmp_path / "colour.jpg", quality=90)
+    photo.convert("L").save(tmp_path / "grey.jpg", quality=90)
+    photo.convert("CMYK").save(tmp_path / "cmyk.jpg", quality=90)
+    for name in ("colour.jpg", "grey.jpg", "cmyk.jpg"):
+        decoded = v2.functional.to_image(load_image(str(tmp_path / name)))  # a tensor, or Pillow's image (CMYK)
+        expected = v2.functional.to_image(load_rgb(str(tmp_path / name)))
+        assert decoded.dtype == torch.uint8 and decoded.shape == expected.shape == (3, 40, 60)
+        assert (decoded.int() - expected.int()).abs().float().mean() < 1.0  # decoders may round apart
+    assert torch.is_tensor(load_image(str(tmp_path / "colour.jpg")))  # straight to a tensor, not through Pillow
+    (tmp_path / "cut.jpg").write_bytes((tmp_path / "colour.jpg").read_bytes()[:400])
+    with pytest.raises(DataError, match=r"cannot read image .*cut\.jpg"):
+        load_image(str(tmp_path / "cut.jpg"))
 
 
 def test_a_16_bit_image_keeps_its_shades(tmp_path):

@@ -47,8 +47,8 @@ def test_any_model_gets_the_requested_number_of_classes(name):
 )
 def test_each_prompted_model_learns_the_synthetic_set_from_scratch(tiny_config, name):
     cfg = replace(tiny_config, model=name, epochs=4, max_steps_per_epoch=20, batch_size=32)
-    if name == "efficientnet_b0":  # as the README advises: AdamW 0.003 reaches ~0.5 here, SGD 0.05 stays at ~0.14
-        cfg = replace(cfg, optimizer="adamw", lr=0.003)
+    if name == "efficientnet_b0":  # as the README advises: AdamW 0.003 (SGD 0.05 stays near chance); it takes off
+        cfg = replace(cfg, optimizer="adamw", lr=0.003, epochs=6)  # in epoch 4 or 5, to 0.43-0.57 after 6 (3 seeds)
     cfg = replace(cfg, **NEUTRAL)
     assert train(cfg)["best_val_acc"] >= 0.3  # 10 classes: chance is 0.1
 

@@ -7,6 +7,7 @@ import itertools
 {% endif %}
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.error import URLError
@@ -38,12 +39,20 @@ from .layouts import (
 from .metrics import write_csv
 from .runtime import seed_worker
 
+try:  # JPEGs straight to tensors: deprecated since torchvision 0.29 (for TorchCodec); without it, Pillow decodes
+    from torchvision.io import ImageReadMode, decode_jpeg, read_file
+
+    warnings.filterwarnings("ignore", "The image decoding and encoding capabilities of TorchVision", DeprecationWarning)
+except ImportError:
+    decode_jpeg = None
+
 DOWNLOADABLE = {"cifar10": datasets.CIFAR10, "mnist": datasets.MNIST, "fashion_mnist": datasets.FashionMNIST}
 NAMED_DATA = {"synthetic", *DOWNLOADABLE}  # --data values that name a dataset, not a path
 NATIVE_SIZE = {"synthetic": 32, "cifar10": 32, "mnist": 28, "fashion_mnist": 28}
 GRAYSCALE = {"mnist", "fashion_mnist"}
 NO_FLIP = {"mnist"}  # a mirrored digit is another symbol: --hflip defaults to off for these
 FOLDER_IMAGE_SIZE = 224
+UNREADABLE = (OSError, UnidentifiedImageError, ValueError, SyntaxError, EOFError)  # what corrupt image files raise
 STATS_SAMPLES = 512
 SYNTHETIC_TRAIN, SYNTHETIC_VAL = 2048, 512
 SYNTHETIC_HUES = {
@@ -118,8 +127,11 @@ def eval_resize(source: str, image_size: int) -> int:
     return image_size if source in NATIVE_SIZE else round(image_size * 8 / 7)
 
 
-def build_transform(source: str, image_size: int, mean, std, augment: Augmentation | None = None) -> v2.Compose:
-    """uint8 operations first, then float conversion, then normalisation; `augment` for training only."""
+def build_transform(
+    source: str, image_size: int, mean, std, augment: Augmentation | None = None, floats: bool = True
+) -> v2.Compose:
+    """uint8 operations first, then float conversion, then normalisation; `augment` for training only. `floats=False`
+    stops at uint8: a DeviceLoader converts and normalises whole batches on the device."""
     steps = [v2.ToImage()]
     if source in GRAYSCALE:
         steps.append(v2.Grayscale(num_output_channels=3))
@@ -135,11 +147,13 @@ def build_transform(source: str, image_size: int, mean, std, augment: Augmentati
         steps.append(v2.RandomHorizontalFlip())
     if crops and augment.policy != "basic":
         steps.append(_policy(augment.policy, source))
-    steps.append(v2.ToDtype(torch.float32, scale=True))
-    if mean is not None:
+    if floats:
+        steps.append(v2.ToDtype(torch.float32, scale=True))
+    if floats and mean is not None:
         steps.append(v2.Normalize(mean, std))
     if augment and augment.random_erasing:
-        steps.append(v2.RandomErasing(p=augment.random_erasing))  # on normalised values: erased to the mean colour
+        mean_colour = 0 if floats else [round(255 * channel) for channel in mean]  # 0 once normalised
+        steps.append(v2.RandomErasing(p=augment.random_erasing, value=mean_colour))
     return v2.Compose(steps)
 
 
@@ -149,6 +163,22 @@ def compute_mean_std(dataset, samples: int = STATS_SAMPLES, seed: int = 0) -> tu
     images = torch.stack([dataset[int(i)][0] for i in picked])
     mean, std = images.mean(dim=(0, 2, 3)), images.std(dim=(0, 2, 3))
     return [round(v, 4) for v in mean.tolist()], [max(round(v, 4), 1e-3) for v in std.tolist()]  # never divide by 0
+
+
+def load_image(path: str):
+    """A training or validation image: an RGB or gray JPEG decoded by torchvision straight into a uint8 tensor (no
+    Pillow image to copy and convert), anything else through Pillow."""
+    try:
+        with Image.open(path) as image:  # its header alone: the format, and the size against Pillow's guard
+            jpeg = decode_jpeg and image.format == "JPEG" and image.mode in ("RGB", "L")
+    except (*UNREADABLE, Image.DecompressionBombError):
+        jpeg = False  # Pillow says below what is wrong with the file
+    if jpeg:
+        try:
+            return decode_jpeg(read_file(path), mode=ImageReadMode.RGB)
+        except RuntimeError:  # damaged after its header: Pillow names the file
+            pass
+    return load_rgb(path)
 
 
 def load_rgb(path: str) -> Image.Image:
@@ -161,13 +191,13 @@ def load_rgb(path: str) -> Image.Image:
             return image.convert("RGB")
     except Image.DecompressionBombError:  # PIL's guard against images made to exhaust memory when decoded
         raise DataError(f"image {path} has more pixels than Pillow opens safely; shrink or remove it") from None
-    except (OSError, UnidentifiedImageError, ValueError, SyntaxError, EOFError) as exc:  # what corrupt files raise
+    except UNREADABLE as exc:
         raise DataError(f"cannot read image {path} ({exc.__class__.__name__}); delete or replace the file") from None
 
 
 def _image_folder(root: Path, split: str) -> datasets.ImageFolder:
     try:
-        return datasets.ImageFolder(root / split, loader=load_rgb)
+        return datasets.ImageFolder(root / split, loader=load_image)
     except FileNotFoundError as exc:
         raise DataError(f"{root / split}: {exc}; put images in {root / split}/<class>/") from None
 
@@ -226,7 +256,7 @@ def open_datasets(cfg, splits: tuple[str, ...], training: bool) -> tuple[dict[st
         chosen = [row for row in rows if row[2] == split]
         if not chosen:
             raise DataError(f"--data {cfg.data} leaves no {split} images; give each class two images or more")
-        opened[split] = LabelledFiles(root, chosen, classes, load_rgb)
+        opened[split] = LabelledFiles(root, chosen, classes, load_image)
     return opened, rows
 
 
@@ -372,6 +402,30 @@ def start_epoch(loader: DataLoader, epoch: int) -> None:
 {% endif %}
 
 
+class DeviceLoader(DataLoader):
+    """A DataLoader whose batches arrive on the device as the model takes them: the workers send uint8 images, a
+    quarter of the bytes of floats, converted to normalised floats once per batch on the device."""
+
+    def __init__(self, dataset, device: torch.device, mean, std, **kwargs):
+        super().__init__(dataset, **kwargs)
+        self.device, self.mean, self.std = device, mean, std
+
+    @functools.cached_property
+    def _shift_and_scale(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """255 mean and 255 std, on the device (made at the first batch: a loader may be built before any GPU)."""
+        shift, scale = (torch.tensor(values, device=self.device).mul(255) for values in (self.mean, self.std))
+        return shift.view(1, -1, 1, 1), scale.view(1, -1, 1, 1)
+
+    def normalise(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images of [0, 255] to (x / 255 - mean) / std, on the device."""
+        shift, scale = self._shift_and_scale
+        return images.to(self.device, non_blocking=True).float().sub_(shift).div_(scale)
+
+    def __iter__(self):
+        for images, targets in super().__iter__():
+            yield self.normalise(images), targets.to(self.device, non_blocking=True)
+
+
 def _sampler(split: str, dataset, cfg, generator: torch.Generator) -> Sampler | None:
     if split == "train" and cfg.sampler == "balanced":
         return BalancedSampler(dataset.targets, generator)
@@ -392,9 +446,8 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
     augment = Augmentation(cfg.augment, cfg.hflip, cfg.random_erasing)
     loaders = {}
     for split, dataset in opened.items():
-        dataset.transform = build_transform(
-            cfg.data, cfg.image_size, cfg.mean, cfg.std, augment if split == "train" else None
-        )
+        training = augment if split == "train" else None
+        dataset.transform = build_transform(cfg.data, cfg.image_size, cfg.mean, cfg.std, training, floats=False)
         # `generator` draws each epoch's order; the augmentations come from per-batch seeds (SeededBatches), whose
         # epoch the workers copy as they start: they restart each epoch, persistent ones would keep the first epoch's.
         generator = torch.Generator().manual_seed(cfg.seed)
@@ -409,8 +462,11 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
 {% if cookiecutter.use_checkpointing %}
             sampler = ResumableSampler(sampler, generator, batch_size)
 {% endif %}
-        loaders[split] = DataLoader(
+        loaders[split] = DeviceLoader(
             dataset,
+            device,
+            cfg.mean,
+            cfg.std,
             batch_size=batch_size,
             sampler=sampler,
             num_workers=cfg.num_workers,

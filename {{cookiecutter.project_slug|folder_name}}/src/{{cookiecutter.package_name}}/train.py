@@ -213,7 +213,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     if cfg.activation_checkpointing:
         checkpoint_activations(model)
     model.to(device, memory_format=torch.channels_last if cfg.channels_last else torch.preserve_format)
-    sample = data.val.dataset[0][0][None].to(device)  # one real image
+    sample = data.val.normalise(data.val.dataset[0][0][None])  # one real image
     check_fits(model, sample, len(data.classes), cfg)
     print(summary(model, input_data=sample, depth=2, mode="eval", verbose=0))
     optimizer = build_optimizer(model, cfg)
