@@ -130,6 +130,13 @@ def one_rank_group(tmp_path):
     dist.destroy_process_group()
 
 
+{% if cookiecutter.use_checkpointing %}
+def test_every_run_in_a_process_group_agrees_over_one_cpu_group(one_rank_group):
+    """tune trains many runs in one process group: a gloo group each would leave sockets and threads open."""
+    assert distributed.Agreement().group is distributed.Agreement().group
+
+
+{% endif %}
 def test_each_split_of_a_distributed_job_gets_its_sampler(one_rank_group, monkeypatch):
     dataset, generator = data.SyntheticImages(10, seed=0), torch.Generator()
     train = data._sampler("train", dataset, TrainConfig(seed=5), generator)

@@ -90,6 +90,23 @@ def test_a_trial_told_to_do_badly_is_pruned_at_its_first_epoch(searched, tmp_pat
 
 
 {% if cookiecutter.use_distributed %}
+def test_under_ddp_every_batch_size_searched_must_divide_by_the_processes(monkeypatch):
+    monkeypatch.setattr(tune_module, "world_size", lambda: 2)
+    tune_module._check_batch_sizes(optuna.distributions.IntDistribution(16, 64, step=8))
+    for odd in (optuna.distributions.CategoricalDistribution([16, 15]), optuna.distributions.IntDistribution(15, 63)):
+        with pytest.raises(UserError, match="batch_size 15 .* must divide by the 2 processes"):
+            tune_module._check_batch_sizes(odd)
+
+
+def test_a_rank_whose_rank_0_stopped_says_so_in_one_line(monkeypatch):
+    def closed(_):
+        raise RuntimeError("[../gloo/transport/tcp/pair.cc:534] Connection closed by peer")
+
+    monkeypatch.setattr(tune_module, "broadcast", closed)
+    with pytest.raises(UserError, match="^rank 0 stopped the search; its message says why$"):
+        tune_module._follow(optuna)
+
+
 @pytest.mark.slow
 def test_a_search_on_two_processes_prunes_with_rank_0s_decision_on_both(searched, tmp_path, capfd):
     """Rank 0 reports and decides; were the other rank not told, it would train on alone and the job would hang."""
@@ -153,11 +170,26 @@ def test_a_bad_search_space_is_one_line(tmp_path, text, message):
 
 
 def test_a_bad_flag_every_trial_shares_stops_the_search_and_costs_no_trial(searched, tmp_path):
-    space = space_file(tmp_path, "lr: [0.05]\n")
+    space = space_file(tmp_path, "lr: {low: 0.01, high: 0.1}\n")
     with pytest.raises(DataError):
         tune(replace(searched, data=str(tmp_path / "missing")), space, 1, None, 5)
     tune(searched, space, 1, None, 5)  # fixed: the same command goes on, with the trial still to run
-    assert [row["state"] for row in trials_csv(Path(searched.output_dir))] == ["FAIL", "COMPLETE"]
+    rows = trials_csv(Path(searched.output_dir))
+    assert [(row["state"], row["folder"]) for row in rows] == [("FAIL", "trial-000"), ("COMPLETE", "trial-000")]
+    assert rows[0]["param_lr"] == rows[1]["param_lr"] and rows[0]["epochs"] == "0"  # its values; figures: the run's
+
+
+def test_a_tune_folder_named_with_url_characters_holds_its_own_study(searched, tmp_path, capsys):
+    folder = tmp_path / "q?x %41 sp"  # a ? ended the database path, a % was decoded, a space broke the command
+    tune(replace(searched, epochs=1, output_dir=str(folder)), space_file(tmp_path, "lr: [0.05]\n"), 1, None, 5)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["q?x %41 sp", "space.yaml"]
+    assert (folder / "study.db").is_file()
+    assert f"train --config '{folder / 'best.yaml'}'" in capsys.readouterr().out
+
+
+def test_a_timeout_before_any_trial_says_so(searched, tmp_path):
+    with pytest.raises(UserError, match="no trial started before --timeout; give it more seconds"):
+        tune(searched, space_file(tmp_path, "lr: [0.05]\n"), 1, 1e-9, 5)
 
 
 def test_a_link_planted_as_a_trial_folder_is_replaced_not_followed(searched, tmp_path):

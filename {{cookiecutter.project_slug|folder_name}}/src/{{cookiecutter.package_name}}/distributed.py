@@ -12,6 +12,9 @@ import contextlib
 import dataclasses
 {% endif %}
 import datetime
+{% if cookiecutter.use_checkpointing %}
+import functools
+{% endif %}
 import os
 {% if cookiecutter.use_checkpointing %}
 import signal
@@ -229,13 +232,19 @@ def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
 
 
 {% if cookiecutter.use_checkpointing %}
+@functools.cache
+def _cpu_group(world: dist.ProcessGroup) -> dist.ProcessGroup:
+    """One gloo group per process group, for every run in it: tune's trials would each leave one open otherwise."""
+    return dist.new_group(backend="gloo")
+
+
 class Agreement:
     """Numbers that every rank acts on at the same step, without a step ever waiting for the others: each step sends
     this rank's numbers (their maximum over the ranks is taken in the background, on the CPU) and receives the maxima
     of those sent the step before."""
 
     def __init__(self):
-        self.group = dist.new_group(backend="gloo")  # CPU tensors, whatever the training backend
+        self.group = _cpu_group(dist.group.WORLD)  # CPU tensors, whatever the training backend
         self.sending = None
 
     def exchange(self, numbers: list[int]) -> list[int]:

@@ -26,21 +26,31 @@ import fcntl
 import io
 import math
 import os
+import shlex
+{% if ckpt %}
+import sys
+{% endif %}
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import yaml
 
 from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce, saved_fields
 {% if ddp %}
-from .distributed import broadcast, is_main, setup
+from .distributed import broadcast, is_main, setup, world_size
 {% endif %}
 from .errors import OutputError, TrainingDiverged, UserError, one_line
 from .files import cannot_write, write_text
 from .train import train
 
 STUDY = "tune"  # the study's name in study.db
-NOT_SEARCHED = {"output_dir", "device", "gpus", *PER_INVOCATION}  # where and how trials run, not what they try
+{% if ddp %}
+RUN_WHERE = {"output_dir", "device", "gpus", "num_workers", "nproc", "dist_timeout"}  # may change when a search goes on
+{% else %}
+RUN_WHERE = {"output_dir", "device", "gpus", "num_workers"}  # may change when a search goes on
+{% endif %}
+NOT_SEARCHED = RUN_WHERE - {"num_workers"} | PER_INVOCATION  # where and how trials run, not what they try
 
 
 def _optuna():
@@ -161,19 +171,23 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
     """Run trials until `trials` have finished (this and earlier runs of the command together) or `timeout`
     seconds have passed; write trials.csv and best.yaml into the tune folder and return them."""
     optuna = _optuna()
+    space = load_space(space_file)
 {% if ddp %}
     setup(base.device, base.gpus, base.dist_timeout)  # once, for every trial: rank 0 hands them out through it
+    _check_batch_sizes(space.get("batch_size"))
+{% if ckpt %}
+    os.environ.pop("TORCHELASTIC_RESTART_COUNT", None)  # a restarted tune continues its killed trial itself
+{% endif %}
     if not is_main():
         return _follow(optuna)
 {% endif %}
-    space = load_space(space_file)
     folder = Path(base.output_dir or f"runs/tune-{Path(space_file).stem}").absolute()
     if folder.is_dir() and any(folder.iterdir()) and not (folder / "study.db").is_file():
         raise OutputError(f"--output-dir {folder} holds files that no tune wrote; pick an empty or new folder")
     lock = _lock(folder)
     try:
         study = optuna.create_study(
-            storage=f"sqlite:///{folder / 'study.db'}",
+            storage=f"sqlite:///{quote(str(folder / 'study.db'))}",  # a ? or % in the path is the path's
             study_name=STUDY,
             direction="maximize",
             load_if_exists=True,
@@ -197,22 +211,41 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
 {% if ddp %}
 def _follow(optuna) -> dict:
     """A rank other than 0 trains each trial rank 0 hands out, until it hands out None."""
-    while (cfg := broadcast(None)) is not None:
+    while (cfg := _next_trial()) is not None:
         with contextlib.suppress(optuna.TrialPruned, TrainingDiverged):  # rank 0 tells the study
             train(cfg, after_epoch=_Pruning(optuna, None))
     return {}
+
+
+def _next_trial():
+    try:
+        return broadcast(None)
+    except RuntimeError:  # rank 0 ended: a flag, the study or its folder, which it has explained
+        raise UserError("rank 0 stopped the search; its message says why") from None
+
+
+def _check_batch_sizes(distribution) -> None:
+    """Under DDP --batch-size is global: every size searched must divide by the processes, or its trial stops."""
+    if distribution is None:
+        return
+    sizes = list(getattr(distribution, "choices", ())) or [distribution.low, distribution.step]  # low + k step
+    odd = [size for size in sizes if size % world_size()]
+    if odd:
+        raise UserError(
+            f"search space: batch_size {odd[0]} (a choice, or the low or step of a range) must divide by the "
+            f"{world_size()} processes"
+        )
 
 
 {% endif %}
 def _check_same_search(study, base: TrainConfig, space: dict, folder: Path) -> None:
     """A tune folder holds one search: continued with other shared flags or another space, its trials would not
     compare (and a killed trial could not continue). Where and how fast trials run may change."""
-    where = {"output_dir", "device", "gpus", "num_workers"}
     search = {
-        "flags": {key: value for key, value in saved_fields(base).items() if key not in space and key not in where},
+        "flags": {key: value for key, value in saved_fields(base).items() if key not in space and key not in RUN_WHERE},
         "space": {name: repr(distribution) for name, distribution in space.items()},
     }
-    counted = [trial for trial in study.trials if not trial.user_attrs.get("stopped")]
+    counted = [trial for trial in study.trials if not trial.user_attrs.get("stopped") and trial.state.name != "WAITING"]
     if "search" not in study.user_attrs or not counted:  # nothing to compare with yet
         study.set_user_attr("search", search)
         return
@@ -278,19 +311,27 @@ def _run_trial(optuna, study, space: dict, base: TrainConfig, folder: Path) -> N
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         print(f"trial {trial.number} failed: {one_line(exc)}")
     except UserError:  # the data, a flag shared by every trial: fix it and run the same command again
-        trial.set_user_attr("stopped", True)  # not one of --trials: it runs again
+        trial.set_user_attr("stopped", True)  # not one of --trials: it runs again, with its values, in its folder
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        study.enqueue_trial(trial.params, user_attrs={"folder": name, "continues": trial.number})
         raise
+{% if ckpt %}
+    except SystemExit:  # stopped by a signal, saved where it stood
+        print("to go on with the search (and this trial), run the same tune command again", file=sys.stderr)
+        raise
+{% endif %}
     else:
         study.tell(trial, result["best_val_acc"])
 
 
 def _report(optuna, study, folder: Path) -> dict:
     """trials.csv (and the same table printed), and best.yaml: the best trial's config, for `train --config`."""
-    rows = []
-    for trial in study.get_trials(deepcopy=False):
+    rows, trials = [], study.get_trials(deepcopy=False)
+    continued = {trial.user_attrs["continues"] for trial in trials if "continues" in trial.user_attrs}
+    for trial in trials:
         run = folder / trial.user_attrs.get("folder", "")
-        epochs = _metrics_rows(run / "metrics.csv") if trial.user_attrs.get("folder") else []
+        ran = trial.user_attrs.get("folder") and trial.number not in continued  # else its figures are its successor's
+        epochs = _metrics_rows(run / "metrics.csv") if ran else []
         row = {"number": trial.number, "state": trial.state.name, "folder": run.name}
         row |= {f"param_{key}": value for key, value in trial.params.items()}
         row |= {"best_val_acc": max((float(r["val_acc"]) for r in epochs), default=""), "epochs": len(epochs)}
@@ -303,13 +344,16 @@ def _report(optuna, study, folder: Path) -> dict:
     print(table.getvalue(), end="")
     complete = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
     complete = [t for t in complete if (folder / t.user_attrs["folder"] / "config.yaml").is_file()]  # not deleted
+    if not rows:
+        raise UserError("no trial started before --timeout; give it more seconds")
     if not complete:
         raise UserError(f"no trial has completed (see {folder / 'trials.csv'}); widen the search space or the epochs")
     best = max(complete, key=lambda trial: trial.value)
     config = yaml.safe_load((folder / best.user_attrs["folder"] / "config.yaml").read_text(encoding="utf-8"))
     del config["output_dir"]  # a new run folder, not the trial's
     write_text(folder / "best.yaml", yaml.safe_dump(config, sort_keys=False))
-    print(f"best: trial {best.number}, val_acc {best.value:.4f}; train it again: train --config {folder / 'best.yaml'}")
+    again = f"train --config {shlex.quote(str(folder / 'best.yaml'))}"
+    print(f"best: trial {best.number}, val_acc {best.value:.4f}; train it again: {again}")
     return {"trials": rows, "best": folder / "best.yaml"}
 
 
