@@ -899,6 +899,30 @@ MUTATIONS = {
         "            jpeg = False",
         "tests/test_data.py::test_a_jpeg_is_decoded_to_the_pixels_pillow_decodes_and_a_broken_one_is_named",
     ),
+    "best.pt written a second time": (
+        "checkpoint.py",
+        'files.share(out / "last.pt", out / "best.pt")',
+        'files.save(torch.load(out / "last.pt", weights_only=False), out / "best.pt")',
+        "tests/test_checkpoint.py::test_a_best_last_epoch_is_one_file_under_two_names_and_a_later_epoch_leaves_it_be",
+    ),
+    "the workers' seeds drawn from the epoch order's generator": (
+        "data.py",
+        "generator=torch.Generator().manual_seed(cfg.seed),  # the workers' seeds: drawn once per start of workers",
+        "generator=order,",
+        "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
+    ),
+    "persistent workers keep the first epoch's augmentation seeds": (
+        "data.py",
+        "self.shared_epoch = torch.zeros((), dtype=torch.int64).share_memory_()",
+        "self.shared_epoch = torch.zeros((), dtype=torch.int64)",
+        "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
+    ),
+    "no data-loading workers for a GPU on synthetic data": (
+        "train.py",
+        'return min(8, os.cpu_count() or 1) if cfg.data != "synthetic" or cuda else 0',
+        'return min(8, os.cpu_count() or 1) if cfg.data != "synthetic" else 0',
+        "tests/test_train.py::test_workers_default_to_some_for_photos_and_gpus_and_none_for_synthetic_images_on_a_cpu",
+    ),
     "a batch's augmentation seed ignores its images": (
         "data.py",
         "streams.manual_seed(hash((self.seed, self.epoch, *indices)) % 2**63)",

@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }} import checkpoint, files
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.checkpoint import SCRIPT
 from {{ cookiecutter.package_name }}.cli import main
@@ -284,6 +284,15 @@ def test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss(tiny
     assert torch.load(tmp_path / "run" / "best.pt", weights_only=True)["epoch"] == 1
 
 
+def test_a_best_last_epoch_is_one_file_under_two_names_and_a_later_epoch_leaves_it_be(tiny_config, tmp_path):
+    run = tmp_path / "run"
+    train_module.train(replace(tiny_config, epochs=1))  # its one epoch is the best
+    assert (run / "best.pt").samefile(run / "last.pt")  # not written a second time
+    best = (run / "best.pt").read_bytes()
+    files.save({"epoch": 2}, run / "last.pt")  # as every later last.pt is written: a new file replaces the name
+    assert (run / "best.pt").read_bytes() == best and not (run / "best.pt").samefile(run / "last.pt")
+
+
 def test_resume_refuses_a_checkpoint_of_another_model(tiny_config, tmp_path):
     train_module.train(replace(tiny_config, model="small_cnn"))
     other = replace(tiny_config, model="resnet18", resume=str(tmp_path / "run" / "last.pt"), epochs=2)
@@ -422,7 +431,8 @@ def test_a_resume_onto_data_with_other_classes_is_refused(image_folder, tmp_path
 def test_resume_auto_falls_back_to_best_when_last_is_empty_and_refuses_weights_files(tmp_path, capsys):
     run = tmp_path / "run"
     assert main([*SMOKE, "--output-dir", str(run), "--epochs", "2"]) == 0
-    (run / "last.pt").write_bytes(b"")  # a write cut short, or a full disk
+    (run / "last.pt").unlink()  # best.pt may be the same file (the best epoch was the last)
+    (run / "last.pt").write_bytes(b"")  # a copy cut short by a full disk
     assert main([*SMOKE, "--output-dir", str(run), "--resume", "auto", "--epochs", "3"]) == 0
     out = capsys.readouterr().out
     assert out.count("skipping checkpoint") == 1 and f"resumed from {run / 'best.pt'}" in out  # said once

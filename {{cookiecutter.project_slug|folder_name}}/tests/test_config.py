@@ -192,10 +192,9 @@ def settings(obj) -> dict:
 
 def first_order(loader: DataLoader) -> list[int]:
     """The indices its sampler draws first; the generator is left as it was (train() would draw them next)."""
-    state = loader.generator.get_state() if loader.generator is not None else None
+    state = loader.order.get_state()
     order = list(loader.sampler)
-    if state is not None:
-        loader.generator.set_state(state)
+    loader.order.set_state(state)
     return order
 
 

@@ -314,3 +314,14 @@ def test_the_loops_figures_are_exact_sums_kept_on_the_device_it_is_given(tiny_co
     assert figures["val_loss"] == pytest.approx(loss, rel=1e-6) and figures["val_acc"] == accuracy
     assert figures["confusion"].device == cpu and figures["confusion"].sum() == 12
     assert layouts[:3] == [True] * 3  # the training batches in the layout --channels-last asks for
+
+
+def test_workers_default_to_some_for_photos_and_gpus_and_none_for_synthetic_images_on_a_cpu(monkeypatch):
+    from {{ cookiecutter.package_name }}.train import _default_workers
+
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert _default_workers(TrainConfig(data="synthetic", device="cpu")) == 0  # workers would only add copies
+    assert _default_workers(TrainConfig(data="photos", device="cpu")) == 8  # decoding JPEGs is the bottleneck
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert _default_workers(TrainConfig(data="synthetic")) == 8  # one process cannot keep a GPU busy
+    assert _default_workers(TrainConfig(data="synthetic", device="cpu")) == 0

@@ -62,7 +62,7 @@ def restore_rng(state: dict, loader_generator: torch.Generator) -> None:
 
 def save_checkpoints(out: Path, stateful: dict, loader, metrics: list[dict], cfg, progress: Progress | None = None):
     """last.pt after an epoch, or in the middle of one with the epoch's `progress` (and no best.pt then)."""
-    rng = rng_state(loader.generator)
+    rng = rng_state(loader.order)
     if progress:  # the generator as the epoch started: the resumed epoch draws the same order, then skips its start
         rng["loader"] = loader.sampler.epoch_start
     own = {"rng": rng, "progress": progress and _on_cpu(dataclasses.asdict(progress))}
@@ -77,7 +77,7 @@ def save_checkpoints(out: Path, stateful: dict, loader, metrics: list[dict], cfg
 
 
 def _write(out: Path, stateful: dict, ranks: list[dict], metrics: list[dict], cfg) -> None:
-    """Write last.pt; after an epoch, copy it to best.pt when that epoch has the best validation accuracy so far."""
+    """Write last.pt; after an epoch, make it best.pt too when that epoch has the best validation accuracy so far."""
     state = {name: _on_cpu(obj.state_dict()) for name, obj in stateful.items()}  # loads on any machine
     rng = [own["rng"] for own in ranks]
     state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng, "config": saved_fields(cfg)}
@@ -86,7 +86,7 @@ def _write(out: Path, stateful: dict, ranks: list[dict], metrics: list[dict], cf
         state["progress"] = [own["progress"] for own in ranks]
     files.save(state, out / "last.pt")
     if not mid_epoch and metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):
-        files.copy(out / "last.pt", out / "best.pt")
+        files.share(out / "last.pt", out / "best.pt")  # one file under two names: not written twice
 
 
 def _on_cpu(state):

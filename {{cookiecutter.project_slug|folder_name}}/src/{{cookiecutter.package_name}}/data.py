@@ -332,7 +332,16 @@ class SeededBatches(Dataset):
     costs a few microseconds, a 32-px image about two hundred."""
 
     def __init__(self, dataset, seed: int):
-        self.dataset, self.seed, self.epoch = dataset, seed, 0
+        self.dataset, self.seed = dataset, seed
+        self.shared_epoch = torch.zeros((), dtype=torch.int64).share_memory_()  # persistent workers read it each batch
+
+    @property
+    def epoch(self) -> int:
+        return int(self.shared_epoch)
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self.shared_epoch.fill_(epoch)
 
     @property
     def classes(self) -> list[str]:
@@ -406,9 +415,9 @@ class DeviceLoader(DataLoader):
     """A DataLoader whose batches arrive on the device as the model takes them: the workers send uint8 images, a
     quarter of the bytes of floats, converted to normalised floats once per batch on the device."""
 
-    def __init__(self, dataset, device: torch.device, mean, std, **kwargs):
+    def __init__(self, dataset, device: torch.device, mean, std, order: torch.Generator | None = None, **kwargs):
         super().__init__(dataset, **kwargs)
-        self.device, self.mean, self.std = device, mean, std
+        self.device, self.mean, self.std, self.order = device, mean, std, order  # order: the sampler's generator
 
     @functools.cached_property
     def _shift_and_scale(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -448,10 +457,11 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
     for split, dataset in opened.items():
         training = augment if split == "train" else None
         dataset.transform = build_transform(cfg.data, cfg.image_size, cfg.mean, cfg.std, training, floats=False)
-        # `generator` draws each epoch's order; the augmentations come from per-batch seeds (SeededBatches), whose
-        # epoch the workers copy as they start: they restart each epoch, persistent ones would keep the first epoch's.
-        generator = torch.Generator().manual_seed(cfg.seed)
-        sampler = _sampler(split, dataset, cfg, generator)
+        # `order` draws each epoch's order in this process, and nothing else does; the augmentations come from
+        # per-batch seeds (SeededBatches), whose epoch the workers read from shared memory: they live as long as the
+        # loader.
+        order = torch.Generator().manual_seed(cfg.seed)
+        sampler = _sampler(split, dataset, cfg, order)
 {% if cookiecutter.use_distributed %}
         batch_size = cfg.batch_size // world_size()
 {% else %}
@@ -460,20 +470,21 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
         if split == "train":
             dataset = SeededBatches(dataset, cfg.seed)
 {% if cookiecutter.use_checkpointing %}
-            sampler = ResumableSampler(sampler, generator, batch_size)
+            sampler = ResumableSampler(sampler, order, batch_size)
 {% endif %}
         loaders[split] = DeviceLoader(
             dataset,
             device,
             cfg.mean,
             cfg.std,
+            order,
             batch_size=batch_size,
             sampler=sampler,
             num_workers=cfg.num_workers,
             pin_memory=device.type == "cuda",
-            persistent_workers=False,
+            persistent_workers=cfg.num_workers > 0,
             worker_init_fn=seed_worker,
-            generator=generator,
+            generator=torch.Generator().manual_seed(cfg.seed),  # the workers' seeds: drawn once per start of workers
         )
     weights = None
     if train and cfg.class_weights == "auto":

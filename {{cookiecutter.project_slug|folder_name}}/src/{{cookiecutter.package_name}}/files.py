@@ -88,6 +88,20 @@ def save(obj, path: Path) -> None:
             raise OSError(f"the write failed: {first_line(exc)}") from None
 
 
-def copy(source: Path, path: Path) -> None:
-    with open(source, "rb") as original, replacing(path) as file:
-        shutil.copyfileobj(original, file)
+def share(source: Path, path: Path) -> None:
+    """`path` with `source`'s content, without writing it again: a second name for the same file (files are only
+    ever replaced, never written into, so replacing one leaves the other as it was), or a copy where the disk has
+    no hard links."""
+    temporary = path.parent / f".{path.name}.{os.urandom(8).hex()}.tmp"
+    try:
+        os.link(source, temporary)
+    except OSError:
+        with open(source, "rb") as original, replacing(path) as file:
+            shutil.copyfileobj(original, file)
+        return
+    try:
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise cannot_write(path, exc) from None

@@ -82,7 +82,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         cfg,
         image_size=cfg.image_size or size or default_image_size(cfg.data),
         lr=cfg.lr or DEFAULT_LR[cfg.optimizer],
-        num_workers=cfg.num_workers if cfg.num_workers is not None else _default_workers(cfg.data),
+        num_workers=cfg.num_workers if cfg.num_workers is not None else _default_workers(cfg),
         output_dir=os.path.abspath(cfg.output_dir or _default_output_dir(cfg)),  # printed commands work anywhere
         data=cfg.data if cfg.data in NAMED_DATA else os.path.abspath(cfg.data),
         data_root=os.path.abspath(cfg.data_root),
@@ -99,8 +99,11 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     return dataclasses.replace(cfg, mean=mean, std=std)
 
 
-def _default_workers(source: str) -> int:
-    return 0 if source == "synthetic" else min(8, os.cpu_count() or 1)
+def _default_workers(cfg: TrainConfig) -> int:
+    """Workers for photos, which decoding makes the bottleneck, and for any GPU, which one process cannot keep busy;
+    none for the synthetic images on a CPU, where workers only add copies."""
+    cuda = cfg.device != "cpu" and torch.cuda.is_available()
+    return min(8, os.cpu_count() or 1) if cfg.data != "synthetic" or cuda else 0
 
 
 def _own_split(out: Path, cfg: TrainConfig) -> str | None:
@@ -254,7 +257,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     if ema:
         stateful["ema"] = ema
 {% endif %}
-    rows = resume(found, stateful, data.train.generator, cfg)
+    rows = resume(found, stateful, data.train.order, cfg)
     checkpoints = Checkpoints(out, stateful, data.train, rows, cfg, resumed_progress(found, device))
 {% else %}
     rows = []
