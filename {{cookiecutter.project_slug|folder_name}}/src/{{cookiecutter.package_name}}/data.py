@@ -169,8 +169,11 @@ def load_image(path: str):
     """A training or validation image: an RGB or gray JPEG decoded by torchvision straight into a uint8 tensor (no
     Pillow image to copy and convert), anything else through Pillow."""
     try:
-        with Image.open(path) as image:  # its header alone: the format, and the size against Pillow's guard
-            jpeg = decode_jpeg and image.format == "JPEG" and image.mode in ("RGB", "L")
+        with open(path, "rb") as file:
+            jpeg = decode_jpeg and file.read(3) == b"\xff\xd8\xff"
+        if jpeg:
+            with Image.open(path) as image:  # its header alone: the size against Pillow's guard, the colours
+                jpeg = image.mode in ("RGB", "L")
     except (*UNREADABLE, Image.DecompressionBombError):
         jpeg = False  # Pillow says below what is wrong with the file
     if jpeg:

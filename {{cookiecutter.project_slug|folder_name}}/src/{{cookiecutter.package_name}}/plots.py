@@ -3,16 +3,13 @@
 import csv
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
+from .errors import DataError, UserError, first_line
+from .files import replacing
 
-matplotlib.use("Agg")  # files only: no display needed, also on servers
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from .errors import DataError, UserError, first_line  # noqa: E402
-from .files import replacing  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 HINT = "plot reads the folder of a training run"
 
@@ -95,10 +92,14 @@ def read_confusion(path: Path) -> tuple[list[list[int]], list[str]]:
     return [list(row) for row in zip(*counts, strict=True)], names
 
 
-def learning_curves(rows: list[dict]) -> Figure:
+def learning_curves(rows: list[dict]) -> "Figure":
     """Loss, accuracy and the learning rate of every parameter group, by epoch."""
+    from matplotlib.figure import Figure  # here: half a second to import, which a run pays only when it draws
+    from matplotlib.ticker import MaxNLocator
+
     epochs = [int(row["epoch"]) for row in rows]
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
+    figure = Figure(figsize=(15, 4), layout="constrained")  # no pyplot: files only, no display, nothing to close
+    axes = figure.subplots(1, 3)
     for axis, (title, keys) in zip(axes, panels(list(rows[0])).items(), strict=True):
         for key in keys:
             axis.plot(epochs, [float(row[key]) for row in rows], marker="o", label=key)
@@ -108,10 +109,13 @@ def learning_curves(rows: list[dict]) -> Figure:
     return figure
 
 
-def confusion_figure(matrix: list[list[int]], classes: list[str]) -> Figure:
+def confusion_figure(matrix: list[list[int]], classes: list[str]) -> "Figure":
     """Rows are true classes, columns predicted ones; each cell shows its count."""
+    from matplotlib.figure import Figure
+
     size = max(4.0, 0.5 * len(classes) + 2)
-    figure, axis = plt.subplots(figsize=(size + 1, size), layout="constrained")
+    figure = Figure(figsize=(size + 1, size), layout="constrained")
+    axis = figure.subplots()
     image = axis.imshow(matrix, cmap="Blues")
     figure.colorbar(image, ax=axis)
     axis.set(xlabel="predicted", ylabel="true", title="confusion matrix")
@@ -126,10 +130,9 @@ def confusion_figure(matrix: list[list[int]], classes: list[str]) -> Figure:
     return figure
 
 
-def save(figure: Figure, path: Path) -> Path:
+def save(figure: "Figure", path: Path) -> Path:
     with replacing(path) as file:
         figure.savefig(file, format="png", dpi=100, bbox_inches="tight")  # the colour bar's labels included
-    plt.close(figure)
     return path
 
 
