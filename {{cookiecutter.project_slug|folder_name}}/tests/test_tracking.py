@@ -21,6 +21,7 @@ import struct
 {% endif %}
 {% if tb %}
 import threading
+import time
 {% endif %}
 from dataclasses import replace
 from pathlib import Path
@@ -272,8 +273,19 @@ def test_the_no_flag_logs_nothing(tracked):
 {% if ckpt %}
 
 
+{% if tb %}
+def in_a_new_second() -> None:
+    """TensorBoard names event files by the second, then by this process's count of writers, and reads them in name
+    order: within one second a 10th writer's file comes before a 9th's. A real resume is a new process, later."""
+    time.sleep(1 - time.time() % 1)
+
+
+{% endif %}
 def test_a_resumed_run_logs_into_the_same_tracked_run(tracked):
     train(replace(tracked, epochs=1))
+{% if tb %}
+    in_a_new_second()
+{% endif %}
     train(replace(tracked, epochs=2, resume="auto"))
     assert_history_is_metrics_csv(tracked)  # one run (MLflow), one history of epochs 1 and 2
 {% if cookiecutter.tracker == "wandb" %}
@@ -287,8 +299,10 @@ def test_a_resumed_run_logs_into_the_same_tracked_run(tracked):
 
 def test_a_resumed_run_replaces_what_a_killed_run_logged_after_its_checkpoint(tracked):
     train(replace(tracked, epochs=1))
+    in_a_new_second()
     with SummaryWriter(Path(tracked.output_dir) / "tensorboard") as killed:  # logged epoch 2, killed before saving it
         killed.add_scalar("loss/train", 99.0, 2)
+    in_a_new_second()
     train(replace(tracked, epochs=2, resume="auto"))
     assert_history_is_metrics_csv(tracked)  # epoch 2 once: the resumed run's
 {% endif %}
