@@ -12,7 +12,9 @@ which needs a render with mixed precision). Time to first step counts from the s
 optimizer step.
 Because separate processes vary by more than the loops differ, a second table has the loops take turns in
 one process (see `paired`). A third table times the generated data loader alone (synthetic data, the
-default path) against the training step, for the `--num-workers` advice.
+default path) against the training step, for the `--num-workers` advice. Then: what worker-count independence
+costs per image (`seeding_cost`), the generated data path on real JPEGs against torchvision's reference pipeline
+(`jpeg_pipeline`), and whole training processes against a bare script (`whole_process.py`).
 
     bash benchmarks/run.sh              # CPU, or the GPU when there is one; writes benchmarks/results-<device>.md
 """
@@ -469,6 +471,48 @@ def table(results: dict, loaders: dict, pairs: dict, args, device: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def whole_process(args) -> dict:
+    """benchmarks/whole_process.py on the same render: whole train processes against a bare script."""
+    command = [sys.executable, str(HERE / "whole_process.py"), "--src", args.src]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **MEASURING_ENVIRONMENT})
+    if done.returncode != 0:
+        raise SystemExit(f"whole_process.py failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def jpeg_table(jpeg: dict) -> str:
+    lines = [
+        "",
+        "| real JPEGs at 224 px (320 photos, 4 classes), batch 64 | reference images/s | generated images/s | "
+        "generated vs reference, median of rounds | 95 % interval | control (reference again) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for workers, r in jpeg.items():
+        rates, mine, control = r["rates"], r["generated"], r[JPEG_PIPELINES[2]]
+        lines.append(
+            f"| `--num-workers {workers}` | {rates['reference']:.0f} | {rates['generated']:.0f} | "
+            f"{mine['ratio']:.2f} | {mine['low']:.2f}-{mine['high']:.2f} | {control['ratio']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def whole_table(whole: dict) -> str:
+    lines = [
+        "",
+        "| whole process: resnet18, 2 epochs of the digits at 32 px | to first step (s) | vs bare | until exit (s) | "
+        "vs bare | wall (s) | vs bare, 95 % interval |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind, r in whole.items():
+        first, until, wall = r["first_step"], r["until_exit"], r["wall"]
+        lines.append(
+            f"| {kind} | {first['seconds']:.2f} | {first['ratio']:.2f} | {until['seconds']:.2f} | "
+            f"{until['ratio']:.2f} | {wall['seconds']:.2f} | {wall['ratio']:.2f} "
+            f"({wall['low']:.2f}-{wall['high']:.2f}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def seeding_table(seeding: dict, args) -> str:
     lines = [
         "",
@@ -548,9 +592,12 @@ def main() -> None:
         results = {model: {c: medians(rs) for c, rs in by_contender.items()} for model, by_contender in runs.items()}
         loaders = {workers: measure("loader", str(workers), args) for workers in (0, 1, 2)}
         seeding = {size: measure("seeding", str(size), args) for size in (1, 8, args.batch_size)}
+        jpeg = {workers: measure("jpeg", str(workers), args) for workers in (0, 2)}
+        whole = whole_process(args)
         pairs = {model: measure("paired", model, args) for model in MODELS}
     device = results["small_cnn"]["bare"]["device"]
-    text = table(results, loaders, pairs, args, device) + seeding_table(seeding, args)
+    text = table(results, loaders, pairs, args, device) + seeding_table(seeding, args) + jpeg_table(jpeg)
+    text += whole_table(whole)
     print(text)
     out = HERE / f"results-{'cuda' if cuda else 'cpu'}.md"
     out.write_text(text)

@@ -893,10 +893,16 @@ MUTATIONS = {
         "mean_colour = 0",
         "tests/test_data.py::test_batched_uint8_images_are_the_per_image_float_pipelines_images",
     ),
+    "a JPEG beyond Pillow's pixel guard decoded anyway": (
+        "data.py",
+        "frame[0] * frame[1] <= Image.MAX_IMAGE_PIXELS:",
+        "frame[0] * frame[1] > 0:",
+        "tests/test_data.py::test_a_jpeg_beyond_pillows_pixel_guard_is_refused_as_pillow_refuses_it",
+    ),
     "JPEGs decoded by Pillow after all": (
         "data.py",
-        '            jpeg = decode_jpeg and file.read(3) == b"\\xff\\xd8\\xff"',
-        "            jpeg = False",
+        '    frame = decode_jpeg and encoded[:3] == b"\\xff\\xd8\\xff" and _jpeg_frame(encoded)',
+        "    frame = None",
         "tests/test_data.py::test_a_jpeg_is_decoded_to_the_pixels_pillow_decodes_and_a_broken_one_is_named",
     ),
     "best.pt written a second time": (

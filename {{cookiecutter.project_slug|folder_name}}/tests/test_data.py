@@ -184,17 +184,29 @@ def test_batched_uint8_images_are_the_per_image_float_pipelines_images(tmp_path,
         assert (after - before).abs().mean() < 0.05, seed  # a grey level or two; a crop elsewhere differs by far more
 
 
+def test_a_jpeg_beyond_pillows_pixel_guard_is_refused_as_pillow_refuses_it(tmp_path, monkeypatch):
+    Image.new("RGB", (60, 40)).save(tmp_path / "large.jpg")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 2,400 pixels: over twice the limit
+    with pytest.raises(DataError, match=r"large\.jpg has more pixels than Pillow opens safely"):
+        load_image(str(tmp_path / "large.jpg"))
+
+
 def test_a_jpeg_is_decoded_to_the_pixels_pillow_decodes_and_a_broken_one_is_named(tmp_path):
     photo = Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 60, 3), dtype=np.uint8))
     photo.save(tmp_path / "colour.jpg", quality=90)
     photo.convert("L").save(tmp_path / "grey.jpg", quality=90)
     photo.convert("CMYK").save(tmp_path / "cmyk.jpg", quality=90)
-    for name in ("colour.jpg", "grey.jpg", "cmyk.jpg"):
+    photo.save(tmp_path / "progressive.jpg", quality=90, progressive=True)
+    exif = Image.Exif()
+    exif[0x010F] = "a camera maker " * 200  # an APP1 segment of 3 KB before the frame header
+    photo.save(tmp_path / "exif.jpg", quality=90, exif=exif)
+    for name in ("colour.jpg", "grey.jpg", "cmyk.jpg", "progressive.jpg", "exif.jpg"):
         decoded = v2.functional.to_image(load_image(str(tmp_path / name)))  # a tensor, or Pillow's image (CMYK)
         expected = v2.functional.to_image(load_rgb(str(tmp_path / name)))
         assert decoded.dtype == torch.uint8 and decoded.shape == expected.shape == (3, 40, 60)
         assert (decoded.int() - expected.int()).abs().float().mean() < 1.0  # decoders may round apart
-    assert torch.is_tensor(load_image(str(tmp_path / "colour.jpg")))  # straight to a tensor, not through Pillow
+    for name in ("colour.jpg", "grey.jpg", "progressive.jpg", "exif.jpg"):  # straight to a tensor, not through Pillow
+        assert torch.is_tensor(load_image(str(tmp_path / name))), name
     (tmp_path / "cut.jpg").write_bytes((tmp_path / "colour.jpg").read_bytes()[:400])
     with pytest.raises(DataError, match=r"cannot read image .*cut\.jpg"):
         load_image(str(tmp_path / "cut.jpg"))

@@ -21,6 +21,8 @@ import struct
 {% endif %}
 {% if tb %}
 import threading
+{% endif %}
+{% if tb and ckpt %}
 import time
 {% endif %}
 from dataclasses import replace
