@@ -911,6 +911,18 @@ MUTATIONS = {
         'files.save(torch.load(out / "last.pt", weights_only=False), out / "best.pt")',
         "tests/test_checkpoint.py::test_a_best_last_epoch_is_one_file_under_two_names_and_a_later_epoch_leaves_it_be",
     ),
+    "the epoch's order follows how far the sampler was read before": (
+        "data.py",
+        "    loader.order.manual_seed(hash((loader.dataset.seed, epoch)) % 2**63)",
+        "    pass",
+        "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
+    ),
+    "a later epoch that ties the best takes best.pt": (
+        "checkpoint.py",
+        'metrics[-1]["val_acc"] > max((row["val_acc"] for row in metrics[:-1]), default=-1.0):',
+        'metrics[-1]["val_acc"] >= max((row["val_acc"] for row in metrics[:-1]), default=-1.0):',
+        "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss",
+    ),
     "the workers' seeds drawn from the epoch order's generator": (
         "data.py",
         "generator=torch.Generator().manual_seed(cfg.seed),  # the workers' seeds: drawn once per start of workers",

@@ -1,3 +1,4 @@
+import os
 import shutil
 import types
 from dataclasses import replace
@@ -182,6 +183,14 @@ def test_batched_uint8_images_are_the_per_image_float_pipelines_images(tmp_path,
         after = loader.normalise(batched(load_image(str(path)))[None])[0]
         assert after.dtype == before.dtype == torch.float32 and after.shape == before.shape == (3, 48, 48)
         assert (after - before).abs().mean() < 0.05, seed  # a grey level or two; a crop elsewhere differs by far more
+
+
+def test_a_pipe_or_a_device_named_as_an_image_is_refused_not_read(tmp_path):
+    os.mkfifo(tmp_path / "pipe.jpg")  # opening it would wait for a writer forever
+    (tmp_path / "zeros.jpg").symlink_to("/dev/zero")  # reading it would never end
+    for name in ("pipe.jpg", "zeros.jpg"):
+        with pytest.raises(DataError, match=f"image .*{name} is not a regular file; delete it or replace it"):
+            load_image(str(tmp_path / name))
 
 
 def test_a_jpeg_beyond_pillows_pixel_guard_is_refused_as_pillow_refuses_it(tmp_path, monkeypatch):

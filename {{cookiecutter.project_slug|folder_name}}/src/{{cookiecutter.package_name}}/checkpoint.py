@@ -85,7 +85,7 @@ def _write(out: Path, stateful: dict, ranks: list[dict], metrics: list[dict], cf
     if mid_epoch:
         state["progress"] = [own["progress"] for own in ranks]
     files.save(state, out / "last.pt")
-    if not mid_epoch and metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):
+    if not mid_epoch and metrics[-1]["val_acc"] > max((row["val_acc"] for row in metrics[:-1]), default=-1.0):
         files.share(out / "last.pt", out / "best.pt")  # one file under two names: not written twice
 
 

@@ -1,11 +1,14 @@
 """Datasets, transforms and loaders: embedded synthetic data, torchvision's sets, an ImageFolder tree split into
 train/ and val/, or one folder of class folders or a CSV (held out by layouts.py); class weights and sampling."""
 
+import contextlib
 import functools
 {% if cookiecutter.use_checkpointing %}
 import itertools
 {% endif %}
 import math
+import os
+import stat
 import sys
 import warnings
 from dataclasses import dataclass
@@ -168,6 +171,9 @@ def compute_mean_std(dataset, samples: int = STATS_SAMPLES, seed: int = 0) -> tu
 def load_image(path: str):
     """A training or validation image: an RGB or gray JPEG decoded by torchvision straight into a uint8 tensor (no
     Pillow image to copy and convert), anything else through Pillow."""
+    with contextlib.suppress(OSError):  # a missing file: Pillow says so below
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a pipe would block the read, a device never end it
+            raise DataError(f"image {path} is not a regular file; delete it or replace it with an image")
     try:
         with open(path, "rb") as file:
             encoded = file.read()
@@ -414,16 +420,24 @@ def start_epoch(loader: DataLoader, epoch: int, done_steps: int = 0) -> None:
     """Before each epoch's batches: the epoch's augmentation seeds, its shuffle, and the batches a resumed epoch
     skips."""
     loader.dataset.epoch = epoch
+    _seed_order(loader, epoch)
     loader.sampler.start_epoch(epoch, done_steps)
 {% else %}
 def start_epoch(loader: DataLoader, epoch: int) -> None:
     """Before each epoch's batches: the epoch's augmentation seeds and its shuffle."""
     loader.dataset.epoch = epoch
+    _seed_order(loader, epoch)
 {% if cookiecutter.use_distributed %}
     if hasattr(loader.sampler, "set_epoch"):
         loader.sampler.set_epoch(epoch)  # DistributedSampler: a new shuffle every epoch
 {% endif %}
 {% endif %}
+
+
+def _seed_order(loader: DataLoader, epoch: int) -> None:
+    """The epoch's order from (seed, epoch) alone: torch's RandomSampler draws once more when it is read to its end,
+    which workers reading ahead do and an epoch cut short by --max-steps-per-epoch without them does not."""
+    loader.order.manual_seed(hash((loader.dataset.seed, epoch)) % 2**63)
 
 
 class DeviceLoader(DataLoader):
