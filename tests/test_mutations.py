@@ -185,8 +185,8 @@ MUTATIONS = {
     ),
     "writes follow planted links": (
         "files.py",
-        "        os.replace(temporary, path)",
-        "        path.write_bytes(Path(temporary).read_bytes())",
+        "            os.fsync(file.fileno())\n        os.replace(temporary, path)",
+        "            os.fsync(file.fileno())\n        path.write_bytes(Path(temporary).read_bytes())",
         "tests/test_errors.py::test_writes_replace_planted_symlinks_instead_of_following_them",
     ),
     "rendezvous store on every interface": (
@@ -306,8 +306,8 @@ MUTATIONS = {
     ),
     "random erasing before normalisation": (
         "data.py",
-        "steps.append(v2.RandomErasing(p=augment.random_erasing))",
-        "steps.insert(-1, v2.RandomErasing(p=augment.random_erasing))",
+        "steps.append(v2.RandomErasing(p=augment.random_erasing, value=mean_colour))",
+        "steps.insert(-1, v2.RandomErasing(p=augment.random_erasing, value=mean_colour))",
         "tests/test_datasets.py::test_random_erasing_fills_with_the_mean_colour_after_normalisation",
     ),
     "normalisation statistics of the first images": (
@@ -318,8 +318,8 @@ MUTATIONS = {
     ),
     "the loader's generator ignores --seed": (
         "data.py",
-        "generator = torch.Generator().manual_seed(cfg.seed)",
-        "generator = torch.Generator().manual_seed(0)",
+        "    loader.order.manual_seed(hash((loader.dataset.seed, epoch)) % 2**63)",
+        "    loader.order.manual_seed(hash((0, epoch)) % 2**63)",
         "tests/test_data.py::test_the_training_order_follows_the_seed",
     ),
     "DDP validation padded to even out the ranks": (
@@ -360,8 +360,8 @@ MUTATIONS = {
     ),
     "best.pt chosen by validation loss": (
         "checkpoint.py",
-        'metrics[-1]["val_acc"] >= max(row["val_acc"] for row in metrics):',
-        'metrics[-1]["val_loss"] <= min(row["val_loss"] for row in metrics):',
+        'metrics[-1]["val_acc"] > max((row["val_acc"] for row in metrics[:-1]), default=-1.0):',
+        'metrics[-1]["val_loss"] < min((row["val_loss"] for row in metrics[:-1]), default=float("inf")):',
         "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss",
     ),
     "--overwrite keeps the old split.csv": (
