@@ -959,12 +959,6 @@ MUTATIONS = {
         "pass",
         "tests/test_checkpoint.py::test_a_run_stopped_at_any_step_resumes_to_the_weights_of_the_uninterrupted_run",
     ),
-    "the epoch's order not kept mid-epoch": (
-        "checkpoint.py",
-        'rng["loader"] = loader.sampler.epoch_start',
-        "pass",
-        "tests/test_checkpoint.py::test_a_run_stopped_at_any_step_resumes_to_the_weights_of_the_uninterrupted_run",
-    ),
     "a resumed epoch's sums restarted": (
         "engine.py",
         "progress = progress or Progress.start(device)",
