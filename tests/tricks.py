@@ -343,7 +343,6 @@ ENTRIES = [
             "a cut-short last.pt stops --resume auto",
             "the sampler position not restored",
             "the partial epoch dropped on a signal",
-            "the epoch's order not kept mid-epoch",
             "a resumed epoch's sums restarted",
             "a checkpoint inside an accumulation group",
             "--checkpoint-every minutes read as seconds",
