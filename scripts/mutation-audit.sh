@@ -11,6 +11,7 @@
 #
 #   MUTATION_AUDIT_DIR   work folder (default: a new temporary folder); each module runs in its own copy of the
 #                        render there, so `cd $MUTATION_AUDIT_DIR/mod-MODULE && mutmut show NAME` works afterwards
+#   MODULE_TIMEOUT       seconds one module's mutmut run may take (default 3600; a hang fails instead of waiting)
 #   PYTHON               the interpreter with cookiecutter, pytest, torch and mutmut==3.8.1 (default: .venv/bin/python)
 #
 # Prints the per-module table and writes it to $MUTATION_AUDIT_DIR/table.md; surviving mutant names go to
@@ -19,6 +20,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
+MODULE_TIMEOUT=${MODULE_TIMEOUT:-3600}
 HELPER="$ROOT/scripts/mutation_audit.py"
 PACKAGE=allon
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
@@ -79,7 +81,7 @@ while (($#)); do
         --sample) sample=$2; shift 2 ;;
         --seed) seed=$2; shift 2 ;;
         --min-killed) min_killed=$2; shift 2 ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 2 ;;
         *) modules+=("$1"); shift ;;
     esac
@@ -127,8 +129,13 @@ for module in "${modules[@]}"; do
     echo "== $module: ${arguments[*]} ${names[*]:+(${#names[@]} sampled mutants)}"
     start=$(date +%s)
     # Without names: every mutant of the module (only_mutate limits the generation to it).
-    (cd "$copy" && "$PYTHON" -m mutmut run --max-children 1 "${names[@]:-$PACKAGE.$module.*}") \
-        >"$WORK/$module.log" 2>&1 || { echo "mutmut failed for $module, see $WORK/$module.log" >&2; tail -20 "$WORK/$module.log" >&2; exit 1; }
+    # timeout: mutmut waits forever when its clean run fails leaving child processes behind (DataLoader workers)
+    (cd "$copy" && timeout -k 10 "$MODULE_TIMEOUT" "$PYTHON" -m mutmut run --max-children 1 \
+        "${names[@]:-$PACKAGE.$module.*}") >"$WORK/$module.log" 2>&1 || {
+        echo "mutmut failed or ran past ${MODULE_TIMEOUT} s for $module, see $WORK/$module.log" >&2
+        tail -c 3000 "$WORK/$module.log" | tr '\r' '\n' | tail -20 >&2
+        exit 1
+    }
     echo "$module $(($(date +%s) - start))" >>"$WORK/seconds.txt"
     unset -n selection
 done

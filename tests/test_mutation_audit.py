@@ -18,7 +18,8 @@ SAMPLE, MIN_KILLED = 30, 85  # killed share (%) of the sample; the full run's sh
 @pytest.mark.timeout(1200)
 def test_a_sample_of_mutmut_mutants_is_killed_by_the_generated_tests(tmp_path):
     script = ROOT / "scripts" / "mutation-audit.sh"
-    env = {**os.environ, "MUTATION_AUDIT_DIR": str(tmp_path), "PYTHON": sys.executable}
+    # MODULE_TIMEOUT: a module that hangs fails naming itself, inside the limit below
+    env = {**os.environ, "MUTATION_AUDIT_DIR": str(tmp_path), "PYTHON": sys.executable, "MODULE_TIMEOUT": "500"}
     arguments = [*MODULES, "--sample", str(SAMPLE), "--seed", "0", "--min-killed", str(MIN_KILLED)]
     done = subprocess.run(["bash", str(script), *arguments], env=env, capture_output=True, text=True, timeout=1100)
     table = (tmp_path / "table.md").read_text() if (tmp_path / "table.md").exists() else "no table"

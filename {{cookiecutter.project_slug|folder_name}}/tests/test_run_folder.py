@@ -1,8 +1,10 @@
 """The output dir of a run: one run at a time, never a folder of other files, a clean --overwrite, nothing left of
 killed writes; and every command says in one line when it cannot write, instead of a traceback."""
 
+import multiprocessing
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ from PIL import Image
 
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.inference import default_evaluation_dir
-from {{ cookiecutter.package_name }}.run_folder import RunFolder
+from {{ cookiecutter.package_name }}.run_folder import RunFolder, releasing_run_folders
 
 SMOKE = ["--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "16", "--device", "cpu", "--no-plots"]
 SMOKE += ["--model", "small_cnn"]  # whatever the default: the layer `fc` below is its
@@ -36,6 +38,23 @@ def test_a_second_run_into_a_folder_in_use_stops_with_one_line(tmp_path, capsys)
     assert main(["train", *SMOKE, "--output-dir", str(tmp_path / "run")]) == 5
     assert "another training run is writing into" in one_line_error(capsys)
     assert os.listdir(tmp_path / "run") == []
+
+
+@releasing_run_folders
+def claim_and_fork(folder: Path) -> multiprocessing.Process:
+    """A run that forks a process which outlives it, as persistent DataLoader workers can."""
+    RunFolder(folder, overwrite=False).claim()
+    child = multiprocessing.get_context("fork").Process(target=signal.pause, daemon=True)
+    child.start()
+    return child
+
+
+def test_a_process_forked_during_a_run_does_not_keep_its_folder_locked_after_it(tmp_path):
+    child = claim_and_fork(tmp_path / "run")
+    try:
+        claim_and_fork(tmp_path / "run").kill()  # the same process goes on: a test, a notebook, a tune's next trial
+    finally:
+        child.kill()
 
 
 def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path, capsys):

@@ -19,7 +19,7 @@ from .config import EXPORT_FORMATS, EXPORT_TOLERANCE
 from .data import GRAYSCALE, build_data, eval_resize
 from .deployed import EXPORT_EXTRA, load_exported, sidecar_path
 from .errors import DataError, ModelError, OutputError, UserError, one_line
-from .files import cannot_write, replacing
+from .files import cannot_write, replacing, unlock
 from .inference import load_run
 
 ONNX_OPSET = 18
@@ -111,7 +111,7 @@ def _folder_lock(out: Path):
     try:
         yield
     finally:
-        os.close(descriptor)
+        unlock(descriptor)
 
 
 def _remove_leftovers(out: Path) -> None:

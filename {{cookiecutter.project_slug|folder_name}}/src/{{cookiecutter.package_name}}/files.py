@@ -5,6 +5,7 @@ replaced, not followed."""
 
 import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import tempfile
@@ -31,6 +32,13 @@ def cannot_write(path: Path, exc: OSError) -> OutputError:
     # another reason, or none (torch's failed write, often a full disk): the general advice
     advice = ADVICE.get(errno.errorcode.get(exc.errno), "free some space or pick a writable folder")
     return OutputError(f"cannot write {path} ({exc.strerror or exc}); {advice}")
+
+
+def unlock(descriptor: int) -> None:
+    """Release a folder's flock, then close it. Closing alone is not enough in a process that goes on: DataLoader
+    workers forked while it was held share the lock, and persistent ones can outlive the run."""
+    fcntl.flock(descriptor, fcntl.LOCK_UN)
+    os.close(descriptor)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from .errors import OutputError
-from .files import cannot_write
+from .files import cannot_write, unlock
 
 MARKERS = ("classes.txt", "answers.json")  # a run writes both before its first step; a user's folder has neither
 OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate and features wrote beside them
@@ -85,7 +85,7 @@ def releasing_run_folders(function):
             return function(*args, **kwargs)
         finally:
             for folder in set(_HELD) - held_before:
-                os.close(_HELD.pop(folder))
+                unlock(_HELD.pop(folder))
 
     return call
 

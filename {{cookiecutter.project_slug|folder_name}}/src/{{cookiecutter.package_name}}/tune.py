@@ -41,7 +41,7 @@ from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerc
 from .distributed import broadcast, is_main, setup, world_size
 {% endif %}
 from .errors import OutputError, TrainingDiverged, UserError, one_line
-from .files import cannot_write, write_text
+from .files import cannot_write, unlock, write_text
 from .train import train
 
 STUDY = "tune"  # the study's name in study.db
@@ -205,7 +205,7 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
 {% endif %}
         return _report(optuna, study, folder)
     finally:
-        os.close(lock)
+        unlock(lock)
 
 
 {% if ddp %}
