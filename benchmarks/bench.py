@@ -15,8 +15,13 @@ one process (see `paired`). A third table times the generated data loader alone 
 default path) against the training step, for the `--num-workers` advice. Then: what worker-count independence
 costs per image (`seeding_cost`), the generated data path on real JPEGs against torchvision's reference pipeline
 (`jpeg_pipeline`), and whole training processes against a bare script (`whole_process.py`).
+On a GPU a last table takes the path a GPU user trains on (`cuda_path`): resnet50 at 224 px, bf16 autocast,
+channels-last, eager and under torch.compile, every contender alike, the generated loop from a default render with
+mixed precision; each run also reports what its first convolution really received and returned, so that the table
+shows all loops did the same work.
 
     bash benchmarks/run.sh              # CPU, or the GPU when there is one; writes benchmarks/results-<device>.md
+    bash benchmarks/run.sh --cuda-path  # only the GPU table (on a CPU: a check of its plumbing, small sizes)
 """
 
 import argparse
@@ -45,7 +50,10 @@ PAIRED_HEADER = (
     "loop, median of rounds | 95 % interval |\n|---|---|---:|---:|"
 )
 PACKAGE = "my_project"  # the default render's package; `--src` of another render names its own (see package_in)
-PRECISIONS = ["fp32", "bf16"]  # what both the bare loop and the generated one can train in, alike
+PRECISIONS = ["fp32", "bf16"]  # what every loop can train in, alike (bf16: autocast around the forward pass)
+# The GPU table: what a GPU user trains (the first convolutions dominate; channels-last feeds tensor cores).
+CUDA_PATH = {"model": "resnet50", "image_size": 224, "batch_size": 128, "images": 4096, "precision": "bf16"}
+CUDA_RENDER = {"use_amp": "yes", "amp_precision": "bf16"}  # a default render, plus the mixed precision it needs
 # glibc's malloc hands large freed blocks back to the OS and faults them in again, by a history-dependent rule:
 # identical resnet18 runs here page-faulted 4,500 to 12,000 times per step, and their speed went with it.
 # Fixing the thresholds (no mmap below 32 MiB, no trimming) takes that noise out for every contender alike.
@@ -70,11 +78,37 @@ def autocast(precision: str, device):
     return contextlib.nullcontext() if precision == "fp32" else torch.autocast(device.type, dtype=torch.bfloat16)
 
 
-def render(out: Path) -> Path:
+def render(out: Path, **answers) -> Path:
     from cookiecutter.main import cookiecutter
 
     sys.path.insert(0, str(HERE.parent))  # local_extensions.py
-    return Path(cookiecutter(str(HERE.parent), no_input=True, output_dir=str(out))) / "src"
+    return Path(cookiecutter(str(HERE.parent), no_input=True, output_dir=str(out), extra_context=answers)) / "src"
+
+
+def memory_format(channels_last: bool):
+    import torch
+
+    return torch.channels_last if channels_last else torch.preserve_format
+
+
+def first_conv(model):
+    from torch import nn
+
+    return next(module for module in model.modules() if isinstance(module, nn.Conv2d))
+
+
+def watch_first_conv(model, seen: dict) -> None:
+    """Record, once, what the first convolution receives and returns: the proof that a loop trained in the
+    memory format and precision the table says."""
+
+    def hook(module, inputs, output):
+        if not seen:
+            seen["input_channels_last"] = inputs[0].dim() == 4 and inputs[0].is_contiguous(
+                memory_format=memory_format(True)
+            )
+            seen["output_dtype"] = str(output.dtype).removeprefix("torch.")
+
+    first_conv(model).register_forward_hook(hook)
 
 
 # ---- one measurement, in its own process ---------------------------------------------------------------
@@ -93,7 +127,12 @@ def one(contender: str, model_name: str, args) -> dict:
     images = torch.randn(args.images, 3, args.image_size, args.image_size, generator=generator)
     labels = torch.randint(0, 10, (args.images,), generator=generator)
     loader = DataLoader(
-        TensorDataset(images, labels), batch_size=args.batch_size, shuffle=True, drop_last=True, generator=generator
+        TensorDataset(images, labels),
+        batch_size=args.batch_size,
+        shuffle=True,
+        drop_last=True,
+        generator=generator,
+        pin_memory=device.type == "cuda",
     )
     if model_name == "small_cnn":
         model = importlib.import_module(f"{PACKAGE}.models").SmallCNN(10)
@@ -101,7 +140,11 @@ def one(contender: str, model_name: str, args) -> dict:
         import torchvision
 
         model = getattr(torchvision.models, model_name)(num_classes=10)
-    model.to(device)
+    model.to(device, memory_format=memory_format(args.channels_last))
+    seen = {}
+    if not args.compile:  # a hook's side effect would break the compiled graph; compile keeps the eager run's work
+        watch_first_conv(model, seen)
+    trained = torch.compile(model) if args.compile else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
     criterion = nn.CrossEntropyLoss()
 
@@ -113,7 +156,7 @@ def one(contender: str, model_name: str, args) -> dict:
         step_times.append(time.perf_counter())
 
     optimizer.register_step_post_hook(clock)
-    RUNNERS[contender](model, loader, optimizer, criterion, device, args.epochs, args.precision)
+    RUNNERS[contender](trained, loader, optimizer, criterion, device, args.epochs, args.precision, args.channels_last)
     if device.type == "cuda":
         torch.cuda.synchronize()
     finished = time.perf_counter()
@@ -129,6 +172,9 @@ def one(contender: str, model_name: str, args) -> dict:
         "peak_memory_mib": memory / 2**20,
         "steps": len(step_times),
         "precision": args.precision,  # the same on both sides of a comparison: bench.py takes one for all loops
+        "channels_last": args.channels_last,
+        "compiled": args.compile,
+        "first_conv": seen,  # {} under compile
         "device": torch.cuda.get_device_name() if device.type == "cuda" else cpu_name(),
     }
 
@@ -140,11 +186,13 @@ def cpu_name() -> str:
     return platform.processor() or "CPU"
 
 
-def run_bare(model, loader, optimizer, criterion, device, epochs, precision="fp32"):
+def run_bare(model, loader, optimizer, criterion, device, epochs, precision="fp32", channels_last=False):
     model.train()
+    layout = memory_format(channels_last)
     for _ in range(epochs):
         for images, targets in loader:
-            images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+            images = images.to(device, non_blocking=True, memory_format=layout)
+            targets = targets.to(device, non_blocking=True)
             with autocast(precision, device):
                 loss = criterion(model(images), targets)
             optimizer.zero_grad(set_to_none=True)
@@ -152,20 +200,21 @@ def run_bare(model, loader, optimizer, criterion, device, epochs, precision="fp3
             optimizer.step()
 
 
-def run_generated(model, loader, optimizer, criterion, device, epochs, precision="fp32"):
-    call = generated_call(device, precision)
+def run_generated(model, loader, optimizer, criterion, device, epochs, precision="fp32", channels_last=False):
+    call = generated_call(device, precision, channels_last)
     for _ in range(epochs):
         call(model, loader, criterion, optimizer)
 
 
-def generated_call(device, precision: str):
+def generated_call(device, precision: str, channels_last: bool = False):
     """`train_one_epoch` of the render in `--src`, bound to what its signature asks for beyond the common six
-    arguments, and a config that does the bare loop's work in the bare loop's precision."""
+    arguments, and a config that does the bare loop's work in the bare loop's precision and memory format."""
     engine = importlib.import_module(f"{PACKAGE}.engine")
     config = importlib.import_module(f"{PACKAGE}.config")
     fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
     # the bare loop's work: no smoothing (the criterion is the bench's own anyway), no clipping
     settings = {"device": device.type, "label_smoothing": 0.0, "clip_grad_norm": 0.0, "precision": precision}
+    settings["channels_last"] = channels_last
     if "precision" not in fields and precision != "fp32":
         raise SystemExit(f"--precision {precision}: this render has no mixed precision (render it with use_amp)")
     cfg = config.TrainConfig(**{key: value for key, value in settings.items() if key in fields})
@@ -180,8 +229,10 @@ def generated_call(device, precision: str):
     )
 
 
-def run_lightning(model, loader, optimizer, criterion, device, epochs, precision="fp32"):
+def run_lightning(model, loader, optimizer, criterion, device, epochs, precision="fp32", channels_last=False):
     import lightning
+
+    layout = memory_format(channels_last)
 
     class Classifier(lightning.LightningModule):
         def __init__(self):
@@ -190,7 +241,7 @@ def run_lightning(model, loader, optimizer, criterion, device, epochs, precision
 
         def training_step(self, batch, index):
             images, targets = batch
-            return criterion(self.model(images), targets)
+            return criterion(self.model(images.contiguous(memory_format=layout)), targets)
 
         def configure_optimizers(self):
             return optimizer
@@ -204,14 +255,29 @@ def run_lightning(model, loader, optimizer, criterion, device, epochs, precision
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
+        precision="bf16-mixed" if precision == "bf16" else "32-true",  # Lightning's autocast, as the bare loop's
     )
     trainer.fit(Classifier(), train_dataloaders=loader)
 
 
-def run_ignite(model, loader, optimizer, criterion, device, epochs, precision="fp32"):
+def run_ignite(model, loader, optimizer, criterion, device, epochs, precision="fp32", channels_last=False):
     from ignite.engine import create_supervised_trainer
 
-    create_supervised_trainer(model, optimizer, criterion, device=device).run(loader, max_epochs=epochs)
+    layout = memory_format(channels_last)
+
+    def prepare_batch(batch, device, non_blocking):
+        images, targets = batch
+        images = images.to(device, non_blocking=non_blocking, memory_format=layout)
+        return images, targets.to(device, non_blocking=non_blocking)
+
+    def forward(model, images):  # Ignite's own amp_mode autocasts to fp16 only: bf16 goes through model_fn
+        with autocast(precision, device):
+            return model(images)
+
+    trainer = create_supervised_trainer(
+        model, optimizer, criterion, device=device, non_blocking=True, prepare_batch=prepare_batch, model_fn=forward
+    )
+    trainer.run(loader, max_epochs=epochs)
 
 
 RUNNERS = {"bare": run_bare, "generated": run_generated, "lightning": run_lightning, "ignite": run_ignite}
@@ -421,6 +487,7 @@ def seeding_cost(batch_size: int, args) -> dict:
 def measure(kind: str, name: str, args) -> dict:
     command = [sys.executable, __file__, "--one", kind, name, "--src", args.src]
     command += ["--images", str(args.images), "--epochs", str(args.epochs), "--precision", args.precision]
+    command += ["--channels-last"] * args.channels_last + ["--compile"] * args.compile
     command += [
         "--image-size",
         str(args.image_size),
@@ -533,8 +600,8 @@ def main() -> None:
     parser.add_argument("--src", help=argparse.SUPPRESS)
     parser.add_argument("--images", type=int, help="images per epoch (default: 2048 on CPU, 32768 on GPU)")
     parser.add_argument("--epochs", type=int, default=3, help="epochs per run; the first is not timed")
-    parser.add_argument("--image-size", type=int, default=32)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--image-size", type=int, help="default: 32, or 224 for the GPU table")
+    parser.add_argument("--batch-size", type=int, help="default: 64, or 128 for the GPU table")
     parser.add_argument("--repeats", type=int, default=5, help="runs per contender; the median counts")
     parser.add_argument("--rounds", type=int, default=40, help="turns of each loop in the paired comparison")
     parser.add_argument("--chunk", type=int, default=8, help="training steps per turn in the paired comparison")
@@ -543,17 +610,28 @@ def main() -> None:
         "--precision",
         choices=PRECISIONS,
         default="fp32",
-        help="what every loop trains in (default fp32); bf16 is autocast for the bare and the generated loop alike "
-        "and takes --one with a render that has mixed precision (Lightning and Ignite measure fp32 only)",
+        help="what every loop trains in (default fp32); bf16 is autocast around every loop's forward pass and takes "
+        "--one with a render that has mixed precision",
     )
+    parser.add_argument("--channels-last", action="store_true", help="model and images in channels-last layout")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model, for every loop alike")
+    parser.add_argument(
+        "--cuda-path",
+        action="store_true",
+        help="only the GPU table: --cuda-model at 224 px, bf16, channels-last, eager and compiled (on a CPU: a check "
+        "of its plumbing; pass small sizes)",
+    )
+    parser.add_argument("--cuda-model", default=CUDA_PATH["model"], help=argparse.SUPPRESS)
+    parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, default=CONTENDERS, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    table_defaults = CUDA_PATH if args.cuda_path else {"image_size": 32, "batch_size": 64}
+    args.image_size = args.image_size or table_defaults["image_size"]
+    args.batch_size = args.batch_size or table_defaults["batch_size"]
     if args.one:
         if not args.src:
             parser.error("--one needs --src, the src/ folder of a render")
         global PACKAGE
         PACKAGE = package_in(args.src)
-        if args.precision != "fp32" and args.one[0] in ("lightning", "ignite", "paired"):
-            parser.error(f"--precision {args.precision} is measured for the bare and the generated loop only")
         args.images = args.images or 2048
         kind, name = args.one
         if kind == "loader":
@@ -569,11 +647,19 @@ def main() -> None:
         print(json.dumps(result))
         return
 
-    if args.precision != "fp32":
-        parser.error("the whole benchmark measures fp32; --precision bf16 goes with --one bare|generated MODEL --src")
+    if args.precision != "fp32" or args.channels_last or args.compile:
+        parser.error("--precision, --channels-last and --compile go with --one; the GPU table sets its own")
     import torch
 
     cuda = torch.cuda.is_available()
+    if args.cuda_path:
+        args.images = args.images or CUDA_PATH["images"]
+        text = cuda_path_table(cuda_path(args), args)
+        print(text)
+        out = HERE / f"results-{'cuda' if cuda else 'cpu'}-gpu-path.md"
+        out.write_text(text)
+        print(f"written to {out}")
+        return
     args.images = args.images or (32768 if cuda else 2048)
     with tempfile.TemporaryDirectory() as folder:
         args.src = str(render(Path(folder)))
@@ -598,10 +684,62 @@ def main() -> None:
     device = results["small_cnn"]["bare"]["device"]
     text = table(results, loaders, pairs, args, device) + seeding_table(seeding, args) + jpeg_table(jpeg)
     text += whole_table(whole)
+    if cuda:  # after the 32-px tables, which need their own sizes
+        args.image_size, args.batch_size, args.images = (CUDA_PATH[k] for k in ("image_size", "batch_size", "images"))
+        text += cuda_path_table(cuda_path(args), args)
     print(text)
     out = HERE / f"results-{'cuda' if cuda else 'cpu'}.md"
     out.write_text(text)
     print(f"written to {out}")
+
+
+def cuda_path(args) -> dict:
+    """The GPU table's runs: every contender in its own process, eager and compiled, `--repeats` times in a new
+    order each time, on a default render with mixed precision; the medians."""
+    runs = {}
+    order = random.Random(0)
+    with tempfile.TemporaryDirectory() as folder:
+        base = argparse.Namespace(**vars(args))
+        base.src = str(render(Path(folder), **CUDA_RENDER))
+        base.precision, base.channels_last = CUDA_PATH["precision"], True
+        for compiled in (False, True):
+            settings = argparse.Namespace(**vars(base))
+            settings.compile = compiled
+            for repeat in range(args.repeats):
+                for contender in order.sample(args.contenders, len(args.contenders)):
+                    result = measure(contender, args.cuda_model, settings)
+                    runs.setdefault((compiled, contender), []).append(result)
+                    print(f"run {repeat + 1}: {args.cuda_model} compiled={compiled} {contender}: {result}", flush=True)
+    return {key: medians(results) for key, results in runs.items()}
+
+
+def cuda_path_table(results: dict, args) -> str:
+    """One row per loop and compile setting; the first convolution's input layout and output type say what each
+    loop really trained in (not recorded under compile, whose graph a hook would break)."""
+    device = next(iter(results.values()))["device"]
+    lines = [
+        "",
+        f"GPU path on {device}: {args.cuda_model} at {args.image_size} px, batch {args.batch_size}, {args.images} "
+        f"images x {args.epochs} epochs (the first, with compilation, not timed), bf16 autocast, channels-last, "
+        f"median of {args.repeats} runs; the generated loop from a default render with use_amp=yes.",
+        "",
+        "| compiled | loop | images/s | vs bare loop | time to first step (s) | peak memory (MiB) | "
+        "first conv: input channels-last, output |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for compiled in (False, True):
+        bare = results.get((compiled, "bare"))
+        for contender in args.contenders:
+            r = results[(compiled, contender)]
+            speed = r["images_per_second"]
+            versus = f"{speed / bare['images_per_second']:.3f}" if bare else "-"
+            seen = r["first_conv"]
+            conv = f"{seen['input_channels_last']}, {seen['output_dtype']}" if seen else "(compiled)"
+            lines.append(
+                f"| {'yes' if compiled else 'no'} | {contender} | {speed:.0f} | {versus} | "
+                f"{r['first_step_seconds']:.2f} | {r['peak_memory_mib']:.0f} | {conv} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def paired_rows(model: str, result: dict) -> list[str]:
@@ -610,7 +748,8 @@ def paired_rows(model: str, result: dict) -> list[str]:
 
 def medians(runs: list[dict]) -> dict:
     """Each figure's own median over the runs (the fastest run need not be the one that started fastest)."""
-    return {key: statistics.median(r[key] for r in runs) if key != "device" else runs[0][key] for key in runs[0]}
+    numbers = [key for key, value in runs[0].items() if isinstance(value, int | float) and not isinstance(value, bool)]
+    return runs[0] | {key: statistics.median(r[key] for r in runs) for key in numbers}
 
 
 if __name__ == "__main__":
