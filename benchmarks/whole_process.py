@@ -5,7 +5,9 @@ label smoothing 0.1, clipping at 1.0, 2 epochs, validation after each, the weigh
 Each run is a fresh process, timed from outside (wall time) and from inside: `launch` notes the clock, imports torch
 and hooks every optimizer's step before it hands over, so both sides pay the same for that and the first step is
 timed alike. They take turns, with a second copy of the bare script as the control; the generated run also
-without its plots (learning curves and confusion matrix, drawn at the end), which the bare script does not draw.
+without its plots (learning curves and confusion matrix, drawn at the end), which the bare script does not draw,
+and also given the bare script's normalisation (`--mean`/`--std`), which it otherwise measures on the training images
+before the first step: what is left is the generated run's own bookkeeping (checkpoints, reports, summary).
 
     python benchmarks/whole_process.py --src RENDER/src [--rounds 7]
 """
@@ -22,7 +24,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-KINDS = ["bare", "generated", "generated --no-plots", "bare (second copy: the control)"]
+KINDS = [
+    "bare",
+    "generated",
+    "generated --no-plots",
+    "generated --no-plots, the bare script's --mean/--std",
+    "bare (second copy: the control)",
+]
 EPOCHS, SIZE, BATCH = 2, 32, 64
 MEAN, STD = [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]
 
@@ -109,7 +117,8 @@ def run(kind: str, src: str, package: str, data: Path, scratch: Path) -> dict:
         args = ["generated", "train", "--data", str(data), "--model", "resnet18", "--epochs", str(EPOCHS)]
         args += ["--image-size", str(SIZE), "--batch-size", str(BATCH), "--num-workers", "0", "--device", "cpu"]
         args += ["--label-smoothing", "0.1", "--clip-grad-norm", "1.0", "--output-dir", str(out / "run")]
-        args += ["--no-plots"] if kind.endswith("--no-plots") else []
+        args += ["--no-plots"] if "--no-plots" in kind else []
+        args += ["--mean", *map(str, MEAN), "--std", *map(str, STD)] if "--mean" in kind else []
     env = {**os.environ, "PYTHONPATH": src, "PYTHONWARNINGS": "ignore"}
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", launch, str(record), *args], env=env, capture_output=True, text=True)

@@ -3,7 +3,8 @@
 # of its own wall time, summary included): a covering sample of the template's GPU lane (every model x precision
 # x DDP on/off x checkpointing on/off, plus every model all-on and all-off, plus the two-GPU tests), the generated
 # all-on repo's own suite, direct CUDA runs of its command line (a `--gpus 0,1` job when there are two GPUs), and
-# the benchmark's CUDA path in a short mode (bare loop against the generated one, fp32 on both sides), then one
+# the benchmark's CUDA path in a short mode (bare loop against the generated one: fp32 on both sides, then resnet50
+# at 224 px in bf16 and channels-last as the GPU table has it), then one
 # summary in which every number comes from a parsed result: JUnit XML for the test runs, exit codes and logs for
 # the direct runs, bench.py's JSON for the rates. It exits non-zero when anything failed, timed out or was not run.
 #
@@ -231,9 +232,10 @@ PYTHON
         return 2
     fi
 
-    # Renders: the all-on one (its suite, the direct runs), the default one (the benchmark: fp32, as the bare loop).
+    # Renders: the all-on one (its suite, the direct runs), the default one (the benchmark: fp32, as the bare loop),
+    # the default one with AMP (the GPU table's setting: bf16).
     local renders=$root/build/gpu-renders on
-    rm -rf "$renders" && mkdir -p "$renders/all-on" "$renders/default"
+    rm -rf "$renders" && mkdir -p "$renders/all-on" "$renders/default" "$renders/default-amp"
     on="use_amp=True use_distributed=True use_sync_bn=True use_freezing=True use_layerwise_lr=True use_mixup=True"
     on="$on use_label_smoothing=True use_grad_clipping=True use_checkpointing=True tracker=mlflow use_ema=True"
     render() {  # FOLDER ANSWERS...
@@ -245,7 +247,9 @@ PYTHON
     # shellcheck disable=SC2086  # the answers are words
     render "$renders/all-on" $on amp_precision=fp16 gpu_ids=0 || fail "render of the all-on project"
     render "$renders/default" || fail "render of the default project"
+    render "$renders/default-amp" use_amp=True amp_precision=bf16 || fail "render of the default project with AMP"
     local project=$renders/all-on/my-project bench_src=$renders/default/my-project/src
+    local amp_src=$renders/default-amp/my-project/src
     local workers=$(($(nproc) > 12 ? 12 : $(nproc)))  # each case is mostly CPU work around a short CUDA run
     workers=${GPU_CHECK_WORKERS:-$workers}
     local t0 t rc expected
@@ -378,35 +382,49 @@ PYTHON
     fi
 
     # 4. The benchmark's CUDA path, short: images/s of the bare PyTorch loop and of the generated one, both in
-    # fp32 (no autocast on either side) on the default render; bench.py's first epoch is not timed.
-    local images=${BENCH_IMAGES:-$([ "$mode" = dry ] && echo 512 || echo 16384)} model loop json parsed ratio
-    local -A rates=() devices=()
-    for model in small_cnn resnet18; do
+    # fp32 (no autocast on either side) on the default render; bench.py's first epoch is not timed. Then the GPU
+    # table's setting (benchmarks/run.sh --cuda-path, which adds Lightning and Ignite): resnet50 at 224 px, bf16
+    # autocast, channels-last, on a default render with use_amp; each run must report that its first convolution
+    # got a channels-last input and returned bf16 (a dry run: small_cnn at 32 px, the plumbing only).
+    local images=${BENCH_IMAGES:-$([ "$mode" = dry ] && echo 512 || echo 16384)} model
+    # LABEL MODEL SRC IMAGES CHECK [BENCH ARGS...]: CHECK is Python on the run's JSON `r`; one summary line
+    benchmark_pair() {
+        local label=$1 model=$2 src=$3 count=$4 check=$5 loop json parsed ratio=-
+        shift 5
+        local -A rates=() devices=()
         for loop in bare generated; do
-            t=$(seconds_for 60 5)
+            t=$(seconds_for 90 5)
             json=not-run
             [ "$t" -eq 0 ] || json=$(timeout -k 5 "$t" "$PY" benchmarks/bench.py --one "$loop" "$model" \
-                --src "$bench_src" --images "$images" --epochs 2 --precision fp32 2>>"$LOGS/bench-stderr.log" |
+                --src "$src" --images "$count" --epochs 2 "$@" 2>>"$LOGS/bench-stderr.log" |
                 tail -n 1 | tee -a "$LOGS/bench.log")
-            # "RATE|DEVICE" from bench.py's JSON, which must say it measured fp32
-            parsed=$("$PY" -c "import json, sys; r = json.loads(sys.argv[1]); assert r['precision'] == 'fp32'; \
+            # "RATE|DEVICE" from bench.py's JSON, which must say it measured what the label says
+            parsed=$("$PY" -c "import json, sys; r = json.loads(sys.argv[1]); assert $check; \
 print(f\"{r['images_per_second']:.0f}|{r['device']}\")" "$json" 2>/dev/null)
-            rates[$model-$loop]="${parsed%%|*} img/s"
-            devices[$model-$loop]=${parsed#*|}
+            rates[$loop]="${parsed%%|*} img/s"
+            devices[$loop]=${parsed#*|}
             if [ -z "$parsed" ]; then
-                rates[$model-$loop]=$([ "$json" = not-run ] && echo "NOT RUN (budget spent)" || echo FAILED)
-                fail "benchmark $model $loop"
+                rates[$loop]=$([ "$json" = not-run ] && echo "NOT RUN (budget spent)" || echo FAILED)
+                fail "benchmark $label $loop"
             fi
         done
-        ratio=-
-        if [ -n "${devices[$model-bare]}" ] && [ -n "${devices[$model-generated]}" ]; then
+        if [ -n "${devices[bare]}" ] && [ -n "${devices[generated]}" ]; then
             ratio=$("$PY" -c "import sys; print(f'{int(sys.argv[2]) / int(sys.argv[1]):.3f}')" \
-                "${rates[$model-bare]% img/s}" "${rates[$model-generated]% img/s}")
+                "${rates[bare]% img/s}" "${rates[generated]% img/s}")
         fi
-        lines+=("benchmark $model (fp32 on both sides, default render, $images images x 2 epochs, first untimed; \
-${devices[$model-bare]:-?}): bare ${rates[$model-bare]}, generated ${rates[$model-generated]}, \
-generated/bare $ratio")
+        lines+=("benchmark $label, $count images x 2 epochs, first untimed; ${devices[bare]:-?}): \
+bare ${rates[bare]}, generated ${rates[generated]}, generated/bare $ratio")
+    }
+    for model in small_cnn resnet18; do
+        benchmark_pair "$model (fp32 on both sides, default render" "$model" "$bench_src" "$images" \
+            "r['precision'] == 'fp32'" --precision fp32
     done
+    local gpu_model=resnet50 gpu_size=224 gpu_images=${BENCH_IMAGES:-2048}
+    [ "$mode" = dry ] && gpu_model=small_cnn gpu_size=32
+    benchmark_pair "$gpu_model at $gpu_size px (bf16 autocast and channels-last on both sides, checked at the first \
+convolution; default render with use_amp" "$gpu_model" "$amp_src" "$gpu_images" \
+        "r['precision'] == 'bf16' and r['first_conv'] == {'input_channels_last': True, 'output_dtype': 'bfloat16'}" \
+        --precision bf16 --channels-last --image-size "$gpu_size" --batch-size 128
 
     local wall=$(($(date +%s) - started))
     [ "$wall" -le "$budget" ] || lines+=("note: the check ran $wall s, over its budget of $budget s (GPU_CHECK_BUDGET)")

@@ -51,4 +51,7 @@ def test_the_dry_run_plans_a_two_gpu_job_and_limits_above_the_smoke_and_benchmar
     for model in ("small_cnn", "resnet18"):  # the generated loop's rows ran (they once always failed)
         row = next(line for line in lines if line.startswith(f"benchmark {model} (fp32 on both sides"))
         assert re.search(r"bare \d+ img/s, generated \d+ img/s, generated/bare \d+\.\d{3}$", row), row
+    # the GPU table's setting (small on a dry run): both loops' JSON said channels-last in, bf16 out
+    row = next(line for line in lines if line.startswith("benchmark small_cnn at 32 px (bf16 autocast and channels"))
+    assert re.search(r"bare \d+ img/s, generated \d+ img/s, generated/bare \d+\.\d{3}$", row), row
     assert lines[-1].startswith("result: OK")
