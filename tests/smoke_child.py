@@ -190,15 +190,18 @@ def run(src: str, package: str, commands: list[list[str]], report: str, checks: 
     Path(report).write_text(json.dumps(seen))
 
 
-def train_until_killed(src: str, package: str, argv: list[str], log: str, die_in_save: int | None) -> None:
-    """Train; with `die_in_save=n`, SIGKILL this process halfway through writing the n-th saved file."""
+def train_until_killed(src: str, package: str, argv: list[str], log: str, die_in_save: int | str | None) -> None:
+    """Train; with `die_in_save=n`, SIGKILL this process halfway through writing the n-th saved file; with
+    `die_in_save="plots"`, as it starts drawing the run's plots, after its last epoch."""
     out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(out, 1)
     os.dup2(out, 2)
     sys.path.insert(0, src)
     import torch
 
-    if die_in_save is not None:
+    if die_in_save == "plots":
+        importlib.import_module(f"{package}.train").plot_run = lambda out: os.kill(os.getpid(), signal.SIGKILL)
+    elif die_in_save is not None:
         real_save, calls = torch.save, []
 
         def save_half_then_die(obj, target, *args, **kwargs):

@@ -2,6 +2,7 @@
 checkpoint that `--resume auto` loads, and the resumed run continues after that checkpoint's epoch and
 finishes. The timed kills fire after the first checkpoint exists, so each one exercises a real resume."""
 
+import csv
 import random
 import signal
 import time
@@ -14,9 +15,9 @@ from render import package_of
 from runners import epochs_trained
 
 pytestmark = pytest.mark.slow
-EPOCHS = 4  # about 1.4 s each here: the timed kills land in epochs 2 to 4
-TIMED_KILLS = 16  # SIGKILL at a random moment after the first last.pt appeared
-SAVE_KILLS = 4  # SIGKILL halfway through the n-th torch.save: last.pt after each epoch, then model.pt
+EPOCHS = 4
+TIMED_KILLS = 16  # SIGKILL at a random moment of epochs 2 to 4, whatever this machine's speed
+SAVE_KILLS = 4  # SIGKILL halfway through the n-th torch.save (last.pt after each epoch), or as the plots start
 
 
 def start(forkserver, project: Path, argv: list[str], log: Path, die_in_save=None):
@@ -30,8 +31,9 @@ def start(forkserver, project: Path, argv: list[str], log: Path, die_in_save=Non
 
 def kill_points() -> list[tuple[str, float | int]]:
     rng = random.Random(6)
-    return [("after", round(rng.uniform(0.0, 3.0), 2)) for _ in range(TIMED_KILLS)] + [
-        ("in save", n) for n in range(1, SAVE_KILLS + 1)
+    # "after": the kill's moment as a fraction of the epochs left once the first last.pt appeared
+    return [("after", round(rng.uniform(0.0, 0.9), 2)) for _ in range(TIMED_KILLS)] + [
+        ("in save", n) for n in [*range(1, SAVE_KILLS + 1), "plots"]
     ]
 
 
@@ -56,7 +58,9 @@ def test_killed_run_resumes_and_finishes(default_project, forkserver, tmp_path, 
         deadline = time.monotonic() + 120
         while not (run / "last.pt").exists() and child.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(when)
+        with open(run / "metrics.csv") as file:  # written before last.pt
+            epoch_seconds = float(next(csv.DictReader(file))["seconds"])
+        time.sleep(when * (EPOCHS - 1) * epoch_seconds)
         child.kill()
     else:
         child = start(forkserver, default_project, argv, tmp_path / "killed.log", die_in_save=when)

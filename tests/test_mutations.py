@@ -1013,6 +1013,12 @@ MUTATIONS = {
         "",
         "tests/test_run_folder.py::test_a_process_forked_during_a_run_does_not_keep_its_folder_locked_after_it",
     ),
+    "model.pt written before the plots": (
+        "train.py",
+        "        plot_run(out)\n",
+        '        save(weights_file(weights["model.pt"], classes), out / "model.pt")\n        plot_run(out)\n',
+        "tests/test_checkpoint.py::test_a_run_killed_after_its_last_epoch_is_resumed_to_write_what_it_had_not",
+    ),
 }
 # The optimizer lines live in optim.py; a 3-tuple names no file. A 5th item: the tracker of the render (else MLflow).
 MUTATIONS = {name: spec if len(spec) >= 4 else ("optim.py", *spec) for name, spec in MUTATIONS.items()}

@@ -350,6 +350,7 @@ ENTRIES = [
             "the requeue missing",
             "workers stopped by a signal reported as failed",
             "a mid-epoch checkpoint resumed onto another epoch",
+            "model.pt written before the plots",
         ),
         at_work=_checkpointing,
         absent=_no_checkpointing,

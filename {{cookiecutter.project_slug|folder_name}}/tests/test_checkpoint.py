@@ -414,6 +414,27 @@ def test_an_unfinished_run_is_not_restarted_over_its_checkpoints(tmp_path, capsy
     assert main([*SMOKE, "--output-dir", str(run), "--epochs", "2", "--resume", "auto"]) == 0
 
 
+class Killed(BaseException):
+    """The process dying where it is raised: nothing after it runs."""
+
+
+def test_a_run_killed_after_its_last_epoch_is_resumed_to_write_what_it_had_not(tmp_path, monkeypatch, capsys):
+    run, argv = tmp_path / "run", [*SMOKE[:-1], "--output-dir", str(tmp_path / "run")]  # with its plots
+
+    def killed_drawing(out):
+        raise Killed
+
+    with monkeypatch.context() as patched:
+        patched.setattr(train_module, "plot_run", killed_drawing)
+        with pytest.raises(Killed):
+            main(argv)
+    capsys.readouterr()
+    assert main([*argv, "--resume", "auto"]) == 0  # not refused as a finished run: model.pt marks one
+    out = capsys.readouterr().out
+    assert "after epoch 1" in out and epochs_trained(out) == []  # it only finished the run's files
+    assert {"model.pt", "learning_curves.png"} <= {path.name for path in run.iterdir()}
+
+
 def test_a_resumed_run_saves_its_split_as_its_own_and_keeps_its_optimizer(image_folder, tmp_path, capsys):
     run, data = tmp_path / "run", ["--data", str(image_folder / "train"), "--image-size", "16"]  # held out
     assert main([*SMOKE, *data, "--output-dir", str(run)]) == 0

@@ -161,11 +161,12 @@ def _best(rows: list[dict]) -> dict:
 
 
 def _save_results(out: Path, weights: dict[str, nn.Module], cfg: TrainConfig, classes: list[str]) -> None:
-    """The final weights, a file per model, and the pictures of the run."""
-    for name, model in weights.items():
-        save(weights_file(model, classes), out / name)
+    """The pictures of the run, then the final weights, a file per model: model.pt last, as it marks the run
+    finished, and a run cut short before it has not finished."""
     if cfg.plots:
         plot_run(out)
+    for name, model in weights.items():
+        save(weights_file(model, classes), out / name)
 
 
 @releasing_run_folders
@@ -371,7 +372,7 @@ checkpoints=checkpoints,
     checkpoints.exit_if_stopped()
 {% endif %}
 {% if cookiecutter.use_ema %}
-    final = {"model.pt": model, "ema.pt": ema.module} if ema else {"model.pt": model}
+    final = {"ema.pt": ema.module, "model.pt": model} if ema else {"model.pt": model}
 {% else %}
     final = {"model.pt": model}
 {% endif %}
