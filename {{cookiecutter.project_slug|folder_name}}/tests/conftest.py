@@ -1,7 +1,9 @@
 import dataclasses
+import hashlib
 {% if cookiecutter.tracker in ("mlflow", "wandb") %}
 import os
 {% endif %}
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,6 +46,19 @@ PLAIN_STEP = {"scaler": torch.amp.GradScaler("cpu", enabled=False)}
 {% else %}
 PLAIN_STEP: dict = {}  # train_one_epoch's keyword arguments for plain steps: none in this render
 {% endif %}
+
+
+@pytest.fixture
+def fingerprint():
+    """What a file holds, or each file under a folder, as SHA-256 digests: compared as bytes, two checkpoints that
+    differ cost pytest minutes of diffing where it does not truncate (with $CI set, as on CI services)."""
+
+    def of(path: Path) -> str | dict[str, str]:
+        if path.is_file():
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+        return {str(file.relative_to(path)): of(file) for file in sorted(path.rglob("*")) if file.is_file()}
+
+    return of
 
 
 @pytest.fixture

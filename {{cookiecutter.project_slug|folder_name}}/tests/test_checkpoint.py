@@ -291,13 +291,15 @@ def test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss(tiny
     assert torch.load(run / "best.pt", weights_only=True)["epoch"] == 1
 
 
-def test_a_best_last_epoch_is_one_file_under_two_names_and_a_later_epoch_leaves_it_be(tiny_config, tmp_path):
+def test_a_best_last_epoch_is_one_file_under_two_names_and_a_later_epoch_leaves_it_be(
+    fingerprint, tiny_config, tmp_path
+):
     run = tmp_path / "run"
     train_module.train(replace(tiny_config, epochs=1))  # its one epoch is the best
     assert (run / "best.pt").samefile(run / "last.pt")  # not written a second time
-    best = (run / "best.pt").read_bytes()
+    best = fingerprint(run / "best.pt")
     files.save({"epoch": 2}, run / "last.pt")  # as every later last.pt is written: a new file replaces the name
-    assert (run / "best.pt").read_bytes() == best and not (run / "best.pt").samefile(run / "last.pt")
+    assert fingerprint(run / "best.pt") == best and not (run / "best.pt").samefile(run / "last.pt")
 
 
 def test_resume_refuses_a_checkpoint_of_another_model(tiny_config, tmp_path):
@@ -339,16 +341,16 @@ def test_resume_of_a_missing_or_truncated_checkpoint_exits_4(tiny_config, tmp_pa
     assert "cannot be read" in capsys.readouterr().err
 
 
-def test_a_diverging_run_keeps_the_last_good_checkpoint(tiny_config, tmp_path, capsys, monkeypatch):
+def test_a_diverging_run_keeps_the_last_good_checkpoint(fingerprint, tiny_config, tmp_path, capsys, monkeypatch):
     train_module.train(tiny_config)
     last = tmp_path / "run" / "last.pt"
-    good = last.read_bytes()
+    good = fingerprint(last)
     nan_loss = lambda self, logits, target: logits.sum() * float("nan")  # noqa: E731
     monkeypatch.setattr(torch.nn.CrossEntropyLoss, "forward", nan_loss)
     args = ["train", "--config", str(tmp_path / "run" / "config.yaml"), "--resume", "auto", "--epochs", "2"]
     assert main(args) == 7
     assert "epoch 2: the training loss became NaN or infinite at step 1" in capsys.readouterr().err
-    assert last.read_bytes() == good and torch.load(last, weights_only=True)["epoch"] == 1
+    assert fingerprint(last) == good and torch.load(last, weights_only=True)["epoch"] == 1
 
 
 def test_resume_with_more_epochs_follows_the_new_schedule(tiny_config, tmp_path):
@@ -356,10 +358,6 @@ def test_resume_with_more_epochs_follows_the_new_schedule(tiny_config, tmp_path)
     rows = train_module.train(replace(tiny_config, lr=0.1, epochs=3, resume="auto"))["metrics"]
     expected = [0.1, 0.1 * 0.75, 0.1 * 0.25]  # epoch 1 ran with epochs=1; then (1 + cos(pi * e / 3)) / 2
     assert [row["lr"] for row in rows] == pytest.approx(expected)
-
-
-def snapshot(run: Path) -> dict:
-    return {path: path.read_bytes() for path in sorted(run.rglob("*")) if path.is_file()}
 
 
 def refused(args: list[str], capsys, code: int, message: str) -> None:
@@ -372,12 +370,14 @@ def refused(args: list[str], capsys, code: int, message: str) -> None:
 SMOKE = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--device", "cpu", "--no-plots"]
 
 
-def test_a_finished_run_is_only_continued_from_its_own_newest_checkpoint_with_more_epochs(tmp_path, capsys):
+def test_a_finished_run_is_only_continued_from_its_own_newest_checkpoint_with_more_epochs(
+    fingerprint, tmp_path, capsys
+):
     a, b = tmp_path / "a", tmp_path / "b"
     assert main([*SMOKE, "--output-dir", str(a)]) == 0 and main([*SMOKE, "--output-dir", str(b), "--seed", "1"]) == 0
     shutil.copyfile(b / "last.pt", b / "epoch1.pt")
     assert main([*SMOKE, "--output-dir", str(b), "--resume", "auto", "--epochs", "2", "--seed", "1"]) == 0
-    runs = {run: snapshot(run) for run in (a, b)}
+    runs = {run: fingerprint(run) for run in (a, b)}
     # another run's checkpoint into a finished run
     refused([*SMOKE, "--output-dir", str(b), "--resume", str(a / "last.pt"), "--epochs", "3"], capsys, 5, "another run")
     # an earlier epoch of the run itself would replace its final weights with a branch
@@ -389,28 +389,28 @@ def test_a_finished_run_is_only_continued_from_its_own_newest_checkpoint_with_mo
     # the checkpoints are gone: --resume auto must not quietly start the finished run again
     for name in ("last.pt", "best.pt"):
         (a / name).unlink()
-    runs[a] = snapshot(a)
+    runs[a] = fingerprint(a)
     refused([*SMOKE, "--output-dir", str(a), "--resume", "auto", "--epochs", "2"], capsys, 5, "holds a finished run")
-    assert {run: snapshot(run) for run in (a, b)} == runs
+    assert {run: fingerprint(run) for run in (a, b)} == runs
 
 
-def test_a_refused_resume_writes_nothing(tiny_config, tmp_path, capsys):
+def test_a_refused_resume_writes_nothing(fingerprint, tiny_config, tmp_path, capsys):
     train_module.train(tiny_config)
     run = tmp_path / "run"
-    before = snapshot(run)
+    before = fingerprint(run)
     other = ["--model", "resnet18"] if tiny_config.model != "resnet18" else ["--model", "small_cnn"]
     refused([*SMOKE, *other, "--output-dir", str(run), "--resume", "auto", "--epochs", "2"], capsys, 4, "different run")
-    assert snapshot(run) == before
+    assert fingerprint(run) == before
     assert main(["evaluate", "--weights", str(run / "model.pt"), "--device", "cpu"]) == 0  # config.yaml still fits
 
 
-def test_an_unfinished_run_is_not_restarted_over_its_checkpoints(tmp_path, capsys):
+def test_an_unfinished_run_is_not_restarted_over_its_checkpoints(fingerprint, tmp_path, capsys):
     run = tmp_path / "run"
     assert main([*SMOKE, "--output-dir", str(run)]) == 0
     (run / "model.pt").unlink()  # as if stopped after epoch 1
-    before = snapshot(run)
+    before = fingerprint(run)
     refused([*SMOKE, "--output-dir", str(run), "--epochs", "2"], capsys, 5, "holds an unfinished run")
-    assert snapshot(run) == before
+    assert fingerprint(run) == before
     assert main([*SMOKE, "--output-dir", str(run), "--epochs", "2", "--resume", "auto"]) == 0
 
 
@@ -444,16 +444,16 @@ def test_a_resumed_run_saves_its_split_as_its_own_and_keeps_its_optimizer(image_
     refused([*SMOKE, "--resume", str(run / "last.pt"), "--epochs", "3", "--lr", "0.01"], capsys, 4, "differs in: lr")
 
 
-def test_a_resume_onto_data_with_other_classes_is_refused(image_folder, tmp_path, capsys):
+def test_a_resume_onto_data_with_other_classes_is_refused(fingerprint, image_folder, tmp_path, capsys):
     run, data = tmp_path / "run", ["--data", str(image_folder), "--image-size", "16"]
     assert main([*SMOKE, *data, "--output-dir", str(run)]) == 0
     assert read_weights(run / "model.pt")[1] == ["cats", "dogs"]  # the weights file names its classes
     for split in ("train", "val"):
         (image_folder / split / "cats").rename(image_folder / split / "zebras")
-    before = snapshot(run)
+    before = fingerprint(run)
     message = "trained on the classes ['cats', 'dogs'], but the data has ['dogs', 'zebras']"
     refused([*SMOKE, *data, "--output-dir", str(run), "--resume", "auto", "--epochs", "2"], capsys, 4, message)
-    assert snapshot(run) == before
+    assert fingerprint(run) == before
 
 
 def test_resume_auto_falls_back_to_best_when_last_is_empty_and_refuses_weights_files(tmp_path, capsys):
@@ -500,14 +500,14 @@ def test_a_resume_into_a_new_folder_validates_on_the_images_the_run_held_out(ima
     assert (new / "split.csv").read_text().count("\n") == 13  # the header, then the run's 12 images, not the new 24
 
 
-def test_a_copied_run_continues_in_the_copy_from_any_folder(tmp_path, capsys, monkeypatch):
+def test_a_copied_run_continues_in_the_copy_from_any_folder(fingerprint, tmp_path, capsys, monkeypatch):
     original, branch = tmp_path / "original", tmp_path / "branch"
     assert main([*SMOKE, "--output-dir", str(original)]) == 0
     shutil.copytree(original, branch, symlinks=True)  # cp -a
-    before = snapshot(original)
+    before = fingerprint(original)
     monkeypatch.chdir(tmp_path / "original")  # not where the run started
     assert main(["train", "--config", str(branch / "config.yaml"), "--resume", "auto", "--epochs", "2"]) == 0
-    assert snapshot(original) == before
+    assert fingerprint(original) == before
     assert [row["epoch"] for row in metrics_without_time(branch)] == ["1", "2"]
 
 

@@ -151,30 +151,30 @@ def test_an_output_dir_that_cannot_be_written_exits_5(tmp_path, capsys):
     assert_one_line(err, "cannot write to output dir")
 
 
-def test_a_finished_run_is_never_overwritten_by_accident(tmp_path, capsys):
+def test_a_finished_run_is_never_overwritten_by_accident(fingerprint, tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
-    before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
+    before = fingerprint(run)
     code, err = run_main(["train", *SMOKE, "--output-dir", str(run), "--seed", "1"], capsys)
     assert code == 5
     assert_one_line(err, "holds a finished run")
-    assert {path: path.read_bytes() for path in run.rglob("*") if path.is_file()} == before
+    assert fingerprint(run) == before
     assert main(["train", *SMOKE, "--output-dir", str(run), "--seed", "1", "--overwrite"]) == 0
 
 
-def test_a_saved_config_replays_the_run_but_never_replaces_it(tmp_path, capsys):
+def test_a_saved_config_replays_the_run_but_never_replaces_it(fingerprint, tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", *SMOKE, "--output-dir", str(run), "--overwrite"]) == 0
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert "overwrite" not in saved{{ ' and "resume" not in saved' if cookiecutter.use_checkpointing else '' }}  # flags of one command
-    before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
+    before = fingerprint(run)
     code, err = run_main(["train", "--config", str(run / "config.yaml")], capsys)
     assert code == 5 and "holds a finished run" in err
     older = saved | {"overwrite": True, "output_dir": str(run)}  # as older versions saved it
     (tmp_path / "old.yaml").write_text(yaml.safe_dump(older))
     code, err = run_main(["train", "--config", str(tmp_path / "old.yaml")], capsys)
     assert code == 5 and "ignoring overwrite" in err and "holds a finished run" in err
-    assert {path: path.read_bytes() for path in run.rglob("*") if path.is_file()} == before
+    assert fingerprint(run) == before
 
 
 def test_writes_replace_planted_symlinks_instead_of_following_them(tmp_path):

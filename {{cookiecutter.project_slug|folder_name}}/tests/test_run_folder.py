@@ -21,10 +21,6 @@ SMOKE = ["--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "16", "-
 SMOKE += ["--model", "small_cnn"]  # whatever the default: the layer `fc` below is its
 
 
-def files_of(folder: Path) -> dict:
-    return {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
-
-
 def one_line_error(capsys) -> str:
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("error: ")]  # notices may come before it
@@ -57,16 +53,16 @@ def test_a_process_forked_during_a_run_does_not_keep_its_folder_locked_after_it(
         child.kill()
 
 
-def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path, capsys):
+def test_a_folder_of_other_files_is_refused_and_left_as_it_was(fingerprint, tmp_path, capsys):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "config.yaml").write_text("# my notes\nepochs: 3\n")
     (mine / "classes.txt").write_text("my own list\n")
-    before = files_of(mine)
+    before = fingerprint(mine)
     for extra in ([], ["--overwrite"]):  # --overwrite replaces a run, never other files
         assert main(["train", *SMOKE, "--output-dir", str(mine), *extra]) == 5
         assert "holds files that no training run wrote (classes.txt, config.yaml)" in one_line_error(capsys)
-    assert files_of(mine) == before
+    assert fingerprint(mine) == before
 
 
 def test_overwrite_starts_from_an_empty_run_folder_and_keeps_other_files(tmp_path):
@@ -150,17 +146,17 @@ def test_commands_that_cannot_write_say_so_in_one_line(tmp_path, capsys):
         assert "cannot write" in message and advice in message, command  # advice that fits the reason
 
 
-def test_predict_never_writes_over_a_file_that_holds_no_predictions(tmp_path, capsys):
+def test_predict_never_writes_over_a_file_that_holds_no_predictions(fingerprint, tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
     capsys.readouterr()
-    before = (run / "model.pt").read_bytes()
+    before = fingerprint(run / "model.pt")
     image = tmp_path / "image.png"
     Image.new("RGB", (32, 32)).save(image)
     predict = ["predict", "--weights", str(run / "model.pt"), str(image), "--device", "cpu", "--output"]
     assert main([*predict, str(run / "model.pt")]) == 2
     assert "exists and holds no predictions" in one_line_error(capsys)
-    assert (run / "model.pt").read_bytes() == before
+    assert fingerprint(run / "model.pt") == before
     assert main([*predict, str(tmp_path / "p.csv")]) == 0 and main([*predict, str(tmp_path / "p.csv")]) == 0
     text = (tmp_path / "p.csv").read_bytes()
     assert text.startswith(b"path,class_1,probability_1\n") and b"\r" not in text  # plain line ends
