@@ -161,7 +161,7 @@ MUTATIONS = {
     ),
     "early stopping never stops": (
         "train.py",
-        'if cfg.patience and epoch - best["epoch"] >= cfg.patience:',
+        "if stopped_early(rows, cfg.patience):",
         "if False:",
         "tests/test_speed_tricks.py::test_patience_stops_when_validation_accuracy_stalls",
     ),
@@ -409,8 +409,8 @@ MUTATIONS = {
     ),
     "a second run into a folder in use": (
         "run_folder.py",
-        "fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)",
-        "pass",
+        "            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+        "            pass",
         "tests/test_run_folder.py::test_a_second_run_into_a_folder_in_use_stops_with_one_line",
     ),
     "--overwrite keeps the old run's files": (
@@ -1018,6 +1018,49 @@ MUTATIONS = {
         "        plot_run(out)\n",
         '        save(weights_file(weights["model.pt"], classes), out / "model.pt")\n        plot_run(out)\n',
         "tests/test_checkpoint.py::test_a_run_killed_after_its_last_epoch_is_resumed_to_write_what_it_had_not",
+    ),
+    # Found by the review of stop 34: runs resumed onto fewer epochs, early-stopped runs, a live run's folder
+    "a run cut back to fewer epochs than its checkpoint holds": (
+        "checkpoint.py",
+        "    if cfg.epochs < begun:",
+        "    if False:",
+        "tests/test_checkpoint.py::test_a_run_is_never_cut_back_to_fewer_epochs_than_its_checkpoint_holds",
+    ),
+    "an early-stopped run cut short trains on when resumed": (
+        "checkpoint.py",
+        "        epochs = range(0) if stopped_early(self.metrics, self.cfg.patience) else epochs\n",
+        "",
+        "tests/test_checkpoint.py::test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes_its_files",
+    ),
+    "a finished early-stopped run trains on when resumed": (
+        "checkpoint.py",
+        "    if finished and _stopped_early(state, cfg.patience):",
+        "    if False:",
+        "tests/test_checkpoint.py::test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes_its_files",
+    ),
+    "a live run's folder refused for the checkpoints it is writing": (
+        "checkpoint.py",
+        "        refuse_if_busy(out)  # a live run writing there is the reason to give",
+        "        pass",
+        "tests/test_checkpoint.py::test_an_unfinished_run_is_named_so_and_one_that_a_live_run_holds_is_refused_as_busy",
+    ),
+    "a starting run's folder refused as files no run wrote": (
+        "run_folder.py",
+        "            refuse_if_busy(self.path)  # a run starting there has not written them all yet",
+        "            pass",
+        "tests/test_run_folder.py::test_a_second_run_into_a_folder_in_use_stops_with_one_line",
+    ),
+    "a checkpoint's epoch taken on trust": (
+        "checkpoint.py",
+        '    if type(state["epoch"]) is not int or state["epoch"] < 0:',
+        "    if False:",
+        "tests/test_checkpoint.py::test_a_checkpoint_whose_epoch_is_no_count_is_refused_in_one_line",
+    ),
+    "an unfinished run's missing model.pt not explained": (
+        "inference.py",
+        '    if not Path(weights).exists() and (run_dir / "last.pt").is_file():  # model.pt is written last',
+        "    if False:",
+        "tests/test_checkpoint.py::test_an_unfinished_run_is_named_so_and_one_that_a_live_run_holds_is_refused_as_busy",
     ),
 }
 # The optimizer lines live in optim.py; a 3-tuple names no file. A 5th item: the tracker of the render (else MLflow).

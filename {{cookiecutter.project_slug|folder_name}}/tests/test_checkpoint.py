@@ -1,6 +1,7 @@
 {% if cookiecutter.use_checkpointing %}
 import contextlib
 import csv
+import fcntl
 import os
 import shlex
 import shutil
@@ -20,7 +21,7 @@ from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.checkpoint import SCRIPT
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import TrainConfig, make_config
-from {{ cookiecutter.package_name }}.errors import ModelError, UserError
+from {{ cookiecutter.package_name }}.errors import ModelError, OutputError, UserError
 from {{ cookiecutter.package_name }}.models import read_weights
 
 
@@ -243,6 +244,47 @@ def _interrupted(self) -> None:
     raise KeyboardInterrupt  # where the first epoch would be saved: the mid-epoch checkpoint of step 3 stays
 
 
+def test_a_run_is_never_cut_back_to_fewer_epochs_than_its_checkpoint_holds(tiny_config, fingerprint, monkeypatch):
+    cfg = replace(tiny_config, epochs=2, max_steps_per_epoch=4, checkpoint_every="3")
+    save_epoch = checkpoint.Checkpoints.save_epoch
+
+    def interrupted_in_epoch_2(self) -> None:  # where epoch 2 would be saved: its step-3 checkpoint stays
+        return _interrupted(self) if len(self.metrics) > 1 else save_epoch(self)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(checkpoint.Checkpoints, "save_epoch", interrupted_in_epoch_2)
+        with pytest.raises(KeyboardInterrupt):
+            train_module.train(cfg)
+    run, cut_back = Path(cfg.output_dir), replace(cfg, resume="auto", epochs=1)
+    before = fingerprint(run)
+    with pytest.raises(OutputError, match=r"last.pt is partway through epoch 2; pass --epochs 2 or more to continue"):
+        train_module.train(cut_back)  # its model.pt would hold half of epoch 2 as the weights of a 1-epoch run
+    train_module.train(replace(cfg, resume="auto"))
+    (run / "model.pt").unlink()  # as if killed after its last epoch
+    before = fingerprint(run)
+    with pytest.raises(OutputError, match=r"last.pt holds 2 epochs; pass --epochs 2 or more to continue it$"):
+        train_module.train(cut_back)
+    assert fingerprint(run) == before
+
+
+def test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes_its_files(
+    tiny_config, monkeypatch, capsys
+):
+    evaluate = train_module.evaluate
+    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: evaluate(*args, **kwargs) | {"val_acc": 0.5})
+    cfg = replace(tiny_config, epochs=6, patience=2)  # no better epoch than the first: it stops after epoch 3
+    assert [row["epoch"] for row in train_module.train(cfg)["metrics"]] == [1, 2, 3]
+    with pytest.raises(OutputError, match=r"stopped early after epoch 3 \(--patience 2\); pass a larger --patience"):
+        train_module.train(replace(cfg, resume="auto"))  # it would stop again after one more epoch, every time
+    (Path(cfg.output_dir) / "model.pt").unlink()  # as if killed after its last epoch
+    capsys.readouterr()
+    assert [row["epoch"] for row in train_module.train(replace(cfg, resume="auto"))["metrics"]] == [1, 2, 3]
+    out = capsys.readouterr().out
+    assert "after epoch 3" in out and epochs_trained(out) == [] and (Path(cfg.output_dir) / "model.pt").is_file()
+    train_module.train(replace(cfg, resume="auto", patience=3))  # a larger patience continues it
+    assert epochs_trained(capsys.readouterr().out) == [4]
+
+
 def test_config_yaml_may_give_checkpoint_every_as_a_number(tmp_path):
     saved = tmp_path / "config.yaml"
     saved.write_text("checkpoint_every: 500\n")
@@ -433,6 +475,31 @@ def test_a_run_killed_after_its_last_epoch_is_resumed_to_write_what_it_had_not(t
     out = capsys.readouterr().out
     assert "after epoch 1" in out and epochs_trained(out) == []  # it only finished the run's files
     assert {"model.pt", "learning_curves.png"} <= {path.name for path in run.iterdir()}
+
+
+def test_an_unfinished_run_is_named_so_and_one_that_a_live_run_holds_is_refused_as_busy(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*SMOKE, "--output-dir", str(run)]) == 0
+    (run / "model.pt").unlink()  # as if still training, or killed before its end
+    weights = ["--weights", str(run / "model.pt"), "--device", "cpu"]
+    refused(["evaluate", *weights], capsys, 4, "holds an unfinished run (no model.pt yet); pass its last.pt, or finish")
+    descriptor = os.open(run, os.O_RDONLY)
+    fcntl.flock(descriptor, fcntl.LOCK_EX)  # as that run holds it, in another process
+    try:
+        refused([*SMOKE, "--output-dir", str(run)], capsys, 5, "another training run is writing into")
+    finally:
+        os.close(descriptor)
+    refused([*SMOKE, "--output-dir", str(run)], capsys, 5, "holds an unfinished run; pass --resume auto")
+
+
+def test_a_checkpoint_whose_epoch_is_no_count_is_refused_in_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*SMOKE, "--output-dir", str(run)]) == 0
+    state = torch.load(run / "last.pt", weights_only=True)
+    for epoch in ("1", -1, 1.0, None, True):
+        torch.save(state | {"epoch": epoch}, tmp_path / "planted.pt")
+        resumed = [*SMOKE, "--resume", str(tmp_path / "planted.pt"), "--output-dir", str(tmp_path / "new")]
+        refused([*resumed, "--epochs", "2"], capsys, 4, "planted.pt has no usable epoch; resume from the last.pt")
 
 
 def test_a_resumed_run_saves_its_split_as_its_own_and_keeps_its_optimizer(image_folder, tmp_path, capsys):
@@ -717,13 +784,12 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
     """check_continuation on planted files (plain dicts with an epoch: all a checkpoint needs to be found)."""
     from types import SimpleNamespace
 
-    from {{ cookiecutter.package_name }}.errors import OutputError
     from {{ cookiecutter.package_name }}.files import save
 
     out, other = tmp_path / "run", tmp_path / "other"
     out.mkdir()
     other.mkdir()
-    cfg = SimpleNamespace(resume="auto", epochs=5)
+    cfg = SimpleNamespace(resume="auto", epochs=5, patience=0)
 
     def refusal(found, config=cfg) -> str:
         with pytest.raises(OutputError) as raised:
@@ -740,7 +806,7 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
     assert refusal((other / "last.pt", {"epoch": 1})) == (
         f"{out} holds another run; continue {other / 'last.pt'} into an empty --output-dir or its own folder"
     )
-    by_path = SimpleNamespace(resume=str(out / "best.pt"), epochs=5)
+    by_path = SimpleNamespace(resume=str(out / "best.pt"), epochs=5, patience=0)
     assert refusal((out / "best.pt", {"epoch": 1}), by_path) == (
         f"{out / 'best.pt'} is epoch 1 but {out} went on to epoch 2; "
         f"continue from {out / 'last.pt'}, or pass --overwrite to branch off here"

@@ -34,6 +34,9 @@ def test_a_second_run_into_a_folder_in_use_stops_with_one_line(tmp_path, capsys)
     assert main(["train", *SMOKE, "--output-dir", str(tmp_path / "run")]) == 5
     assert "another training run is writing into" in one_line_error(capsys)
     assert os.listdir(tmp_path / "run") == []
+    (tmp_path / "run" / "classes.txt").write_text("a\nb\n")  # that run has begun to write its files
+    assert main(["train", *SMOKE, "--output-dir", str(tmp_path / "run")]) == 5
+    assert "another training run is writing into" in one_line_error(capsys)  # not "files no run wrote"
 
 
 @releasing_run_folders

@@ -26,6 +26,8 @@ from .distributed import Agreement, barrier, gather, is_distributed, is_main, ra
 {% endif %}
 from .engine import Progress
 from .errors import ModelError, OutputError, first_line, load_failure, state_dict_mismatch
+from .metrics import stopped_early
+from .run_folder import refuse_if_busy
 
 # the console script, as the stop message tells the user to run it
 SCRIPT = "{{ cookiecutter.project_slug }}"
@@ -129,6 +131,8 @@ def load_checkpoint(path: Path) -> dict:
         weights = isinstance(state, dict) and all(isinstance(key, str) for key in state)
         what = "weights without training state" if weights else f"a {type(state).__name__}"
         raise ModelError(f"{path} is no checkpoint ({what}); {RESUME_FROM}")
+    if type(state["epoch"]) is not int or state["epoch"] < 0:
+        raise ModelError(f"{path} has no usable epoch; {RESUME_FROM}")
     return state
 
 
@@ -159,7 +163,16 @@ def _holds_checkpoints(out: Path) -> bool:
 
 def check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
     """Before anything is written (--overwrite skips this): a run folder is only ever continued from its own newest
-    checkpoint, and a finished run only with more --epochs; another run's checkpoint never takes over a folder."""
+    checkpoint, and a finished run only with more --epochs; another run's checkpoint never takes over a folder, and
+    a run is never cut back to fewer epochs than its checkpoint holds."""
+    try:
+        _check_continuation(out, found, cfg)
+    except OutputError:
+        refuse_if_busy(out)  # a live run writing there is the reason to give
+        raise
+
+
+def _check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
     finished = (out / "model.pt").exists()
     if found is None:
         if finished:
@@ -174,6 +187,10 @@ def check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
             )
         return
     path, state = found
+    begun = state["epoch"] + ("progress" in state)  # a mid-epoch checkpoint is partway through the next epoch
+    if cfg.epochs < begun:  # its final weights would be of epochs its config.yaml and metrics.csv do not hold
+        what = f"is partway through epoch {begun}" if "progress" in state else f"holds {begun} epochs"
+        raise OutputError(f"{path} {what}; pass --epochs {begun} or more to continue it")
     if path.resolve().parent != out.resolve():
         if finished or _holds_checkpoints(out):
             raise OutputError(f"{out} holds another run; continue {path} into an empty --output-dir or its own folder")
@@ -186,6 +203,18 @@ def check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
         )
     if finished and state["epoch"] >= cfg.epochs:
         raise OutputError(f"{out} holds a finished run of {state['epoch']} epochs; pass more --epochs to continue it")
+    if finished and _stopped_early(state, cfg.patience):
+        raise OutputError(
+            f"{out} holds a finished run that stopped early after epoch {state['epoch']} (--patience {cfg.patience}); "
+            "pass a larger --patience, or 0, to continue it"
+        )
+
+
+def _stopped_early(state: dict, patience: int) -> bool:
+    try:
+        return stopped_early(state["metrics"], patience)
+    except (KeyError, TypeError):  # a hand-made checkpoint: resume() names what it lacks
+        return False
 
 
 def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cfg) -> list[dict]:
@@ -292,7 +321,9 @@ class Checkpoints:
 {% endif %}
 
     def epochs(self, epochs):
-        """The epochs to train, with the stop signals caught; none more once a stop was asked for."""
+        """The epochs to train, with the stop signals caught; none more once a stop was asked for, and none at all
+        when the restored epochs stopped early (the run was cut short after that, before its final files)."""
+        epochs = range(0) if stopped_early(self.metrics, self.cfg.patience) else epochs
 {% if cookiecutter.use_distributed %}
         try:
             yield from self.stop.epochs(epochs)

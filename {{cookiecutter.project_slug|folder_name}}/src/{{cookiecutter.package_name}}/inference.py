@@ -31,6 +31,13 @@ def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConf
     """The config and class names saved beside `weights` by `train`, and the model with those weights. On the data it
     was trained on, a run that held images out validates on the same ones (its split.csv)."""
     run_dir = Path(weights).parent
+{% if cookiecutter.use_checkpointing %}
+    if not Path(weights).exists() and (run_dir / "last.pt").is_file():  # model.pt is written last
+        raise ModelError(
+            f"{run_dir} holds an unfinished run (no {Path(weights).name} yet); pass its last.pt, "
+            f"or finish it with: train --resume auto --output-dir {run_dir}"
+        )
+{% endif %}
     if not Path(weights).is_file():
         what = "is a folder" if Path(weights).is_dir() else "does not exist"
         raise ModelError(f"weights file {weights} {what}; pass the model.pt of a training run")

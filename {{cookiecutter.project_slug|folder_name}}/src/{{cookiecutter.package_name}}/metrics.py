@@ -16,6 +16,14 @@ def confusion_matrix(targets: torch.Tensor, predictions: torch.Tensor, num_class
     return matrix.index_add_(0, flat, torch.ones_like(flat)).reshape(num_classes, num_classes)
 
 
+def stopped_early(rows: list[dict], patience: int) -> bool:
+    """Whether val_acc has not improved for `patience` epochs (0: never stop early): the run ends there."""
+    if not patience or not rows:
+        return False
+    best = max(rows, key=lambda row: row["val_acc"])  # the first of equals: the run printed it as its best
+    return rows[-1]["epoch"] - best["epoch"] >= patience
+
+
 def per_class_report(matrix: torch.Tensor, classes: list[str]) -> list[dict]:
     """Precision, recall, F1 and support per class, then micro, macro and weighted averages."""
     matrix = matrix.double()

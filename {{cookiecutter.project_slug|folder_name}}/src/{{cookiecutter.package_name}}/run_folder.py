@@ -33,6 +33,7 @@ OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate an
     *MARKERS,  # last: a removal cut short leaves a folder that is still recognised as a run's
 ]
 _HELD: dict[Path, int] = {}  # run folder -> its locked descriptor, in this process
+BUSY = "another training run is writing into {}; wait for it to end or pick another --output-dir"
 
 
 class RunFolder:
@@ -43,6 +44,7 @@ class RunFolder:
         self.seen = _listing(self.path)
         visible = sorted(name for name in self.seen if not name.startswith("."))  # .DS_Store and the like
         if visible and not all(marker in self.seen for marker in MARKERS):
+            refuse_if_busy(self.path)  # a run starting there has not written them all yet
             named = ", ".join(visible[:3]) + (", ..." if len(visible) > 3 else "")
             raise OutputError(
                 f"--output-dir {self.path} holds files that no training run wrote ({named}); "
@@ -60,9 +62,7 @@ class RunFolder:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(descriptor)
-            raise OutputError(
-                f"another training run is writing into {self.path}; wait for it to end or pick another --output-dir"
-            ) from None
+            raise OutputError(BUSY.format(self.path)) from None
         _HELD[self.path.resolve()] = descriptor
         old = [*self.path.glob(".*.tmp"), *self.path.glob(".*.tmp.*")]  # writes cut short by a kill
         if self.overwrite:
@@ -72,6 +72,20 @@ class RunFolder:
                 _remove(path)
         except OSError as exc:
             raise OutputError(f"cannot clear {path} ({exc.strerror}); check the folder's permissions") from None
+
+
+def refuse_if_busy(path: Path) -> None:
+    """Before refusing a folder for the files it holds: when a live run holds it, that is what to say."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError:  # no folder: no run in it
+        return
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise OutputError(BUSY.format(path)) from None
+    unlock(descriptor)
 
 
 def releasing_run_folders(function):

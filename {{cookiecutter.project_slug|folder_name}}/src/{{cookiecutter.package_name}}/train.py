@@ -55,7 +55,7 @@ from .files import save, write_text
 {% if cookiecutter.use_freezing %}
 from .freezing import freeze
 {% endif %}
-from .metrics import write_csv, write_reports
+from .metrics import stopped_early, write_csv, write_reports
 {% if cookiecutter.use_mixup %}
 from .mixup import build_mix
 {% endif %}
@@ -363,9 +363,8 @@ checkpoints=checkpoints,
         print(_format(row))
         if after_epoch:
             after_epoch(rows)
-        best = _best(rows)
-        if cfg.patience and epoch - best["epoch"] >= cfg.patience:
-            print(f"early stop: val_acc has not improved for {cfg.patience} epochs since epoch {best['epoch']}")
+        if stopped_early(rows, cfg.patience):
+            print(f"early stop: val_acc has not improved for {cfg.patience} epochs since epoch {_best(rows)['epoch']}")
             break
 
 {% if cookiecutter.use_checkpointing %}
