@@ -1034,7 +1034,7 @@ MUTATIONS = {
     ),
     "a finished early-stopped run trains on when resumed": (
         "checkpoint.py",
-        "    if finished and _stopped_early(state, cfg.patience):",
+        "    if _stopped_early(state, cfg.patience):",
         "    if False:",
         "tests/test_checkpoint.py::test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes_its_files",
     ),
@@ -1055,6 +1055,13 @@ MUTATIONS = {
         '    if type(state["epoch"]) is not int or state["epoch"] < 0:',
         "    if False:",
         "tests/test_checkpoint.py::test_a_checkpoint_whose_epoch_is_no_count_is_refused_in_one_line",
+    ),
+    # Found by the second review of stop 34
+    "a checkpoint with no epoch left continued into a new folder": (
+        "checkpoint.py",
+        '        _refuse_if_done(state, cfg, f"{path} is the end of a run")',
+        "        pass",
+        "tests/test_checkpoint.py::test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint",
     ),
     "an unfinished run's missing model.pt not explained": (
         "inference.py",

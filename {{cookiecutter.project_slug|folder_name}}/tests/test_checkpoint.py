@@ -276,6 +276,11 @@ def test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes
     assert [row["epoch"] for row in train_module.train(cfg)["metrics"]] == [1, 2, 3]
     with pytest.raises(OutputError, match=r"stopped early after epoch 3 \(--patience 2\); pass a larger --patience"):
         train_module.train(replace(cfg, resume="auto"))  # it would stop again after one more epoch, every time
+    elsewhere = Path(cfg.output_dir).parent / "elsewhere"
+    into_elsewhere = replace(cfg, resume=str(Path(cfg.output_dir) / "last.pt"), output_dir=str(elsewhere))
+    with pytest.raises(OutputError, match=r"last.pt is the end of a run that stopped early after epoch 3 \(--patience"):
+        train_module.train(into_elsewhere)
+    assert not elsewhere.exists()
     (Path(cfg.output_dir) / "model.pt").unlink()  # as if killed after its last epoch
     capsys.readouterr()
     assert [row["epoch"] for row in train_module.train(replace(cfg, resume="auto"))["metrics"]] == [1, 2, 3]
@@ -357,7 +362,8 @@ def test_resume_names_what_a_checkpoint_of_another_set_of_tricks_lacks(tiny_conf
     del state["scheduler"]
     torch.save(state, tmp_path / "other.pt")
     with pytest.raises(UserError) as raised:
-        train_module.train(replace(tiny_config, resume=str(tmp_path / "other.pt"), output_dir=str(tmp_path / "new")))
+        other = replace(tiny_config, resume=str(tmp_path / "other.pt"), output_dir=str(tmp_path / "new"), epochs=2)
+        train_module.train(other)
     end = "resume from the last.pt or best.pt of a run"
     assert str(raised.value) == f"{tmp_path / 'other.pt'} has no usable scheduler; {end}"
 
@@ -799,6 +805,9 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
     assert checkpoint.check_continuation(out, None, cfg) is None  # an empty folder: a new run
     save({"epoch": 1}, other / "last.pt")
     assert checkpoint.check_continuation(out, (other / "last.pt", {"epoch": 1}), cfg) is None  # into an empty one
+    assert refusal((other / "last.pt", {"epoch": 5})) == (  # it would leave a model.pt alone there
+        f"{other / 'last.pt'} is the end of a run of 5 epochs; pass more --epochs to continue it"
+    )
     save({"epoch": 1}, out / "best.pt")
     save({"epoch": 2}, out / "last.pt")
     end = "--overwrite to replace it, or another --output-dir"

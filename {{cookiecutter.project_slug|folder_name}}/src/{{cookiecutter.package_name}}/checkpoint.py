@@ -194,6 +194,7 @@ def _check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None
     if path.resolve().parent != out.resolve():
         if finished or _holds_checkpoints(out):
             raise OutputError(f"{out} holds another run; continue {path} into an empty --output-dir or its own folder")
+        _refuse_if_done(state, cfg, f"{path} is the end of a run")  # else the new folder would get a model.pt alone
         return
     newest = find_checkpoint("auto", out, quiet=True) if cfg.resume != "auto" else found
     if newest and state["epoch"] < newest[1]["epoch"]:
@@ -201,12 +202,18 @@ def _check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None
             f"{path} is epoch {state['epoch']} but {out} went on to epoch {newest[1]['epoch']}; "
             f"continue from {newest[0]}, or pass --overwrite to branch off here"
         )
-    if finished and state["epoch"] >= cfg.epochs:
-        raise OutputError(f"{out} holds a finished run of {state['epoch']} epochs; pass more --epochs to continue it")
-    if finished and _stopped_early(state, cfg.patience):
+    if finished:
+        _refuse_if_done(state, cfg, f"{out} holds a finished run")
+
+
+def _refuse_if_done(state: dict, cfg, what: str) -> None:
+    """A checkpoint whose run has no epoch left to train under this config: resuming it would train nothing."""
+    if state["epoch"] >= cfg.epochs:
+        raise OutputError(f"{what} of {state['epoch']} epochs; pass more --epochs to continue it")
+    if _stopped_early(state, cfg.patience):
         raise OutputError(
-            f"{out} holds a finished run that stopped early after epoch {state['epoch']} (--patience {cfg.patience}); "
-            "pass a larger --patience, or 0, to continue it"
+            f"{what} that stopped early after epoch {state['epoch']} (--patience {cfg.patience}); "
+            "pass a larger --patience to continue it"
         )
 
 

@@ -6,6 +6,9 @@ import hashlib
 import io
 import os
 import re
+{% if cookiecutter.use_checkpointing %}
+import shlex
+{% endif %}
 import sys
 from pathlib import Path
 
@@ -35,7 +38,7 @@ def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConf
     if not Path(weights).exists() and (run_dir / "last.pt").is_file():  # model.pt is written last
         raise ModelError(
             f"{run_dir} holds an unfinished run (no {Path(weights).name} yet); pass its last.pt, "
-            f"or finish it with: train --resume auto --output-dir {run_dir}"
+            f"or finish it with: train --resume auto --output-dir {shlex.quote(str(run_dir))}"
         )
 {% endif %}
     if not Path(weights).is_file():
