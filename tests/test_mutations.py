@@ -179,8 +179,8 @@ MUTATIONS = {
     ),
     "a finished run taken over": (
         "train.py",
-        "        check_continuation(out, found, cfg)",
-        "        pass",
+        "    check_continuation(out, found, cfg)",
+        "    pass",
         "tests/test_checkpoint.py::test_a_finished_run_is_only_continued_from_its_own_newest_checkpoint_with_more_epochs",
     ),
     "writes follow planted links": (
@@ -1022,19 +1022,19 @@ MUTATIONS = {
     # Found by the review of stop 34: runs resumed onto fewer epochs, early-stopped runs, a live run's folder
     "a run cut back to fewer epochs than its checkpoint holds": (
         "checkpoint.py",
-        "    if cfg.epochs < begun:",
+        "    if cfg.epochs < least:",
         "    if False:",
         "tests/test_checkpoint.py::test_a_run_is_never_cut_back_to_fewer_epochs_than_its_checkpoint_holds",
     ),
     "an early-stopped run cut short trains on when resumed": (
         "checkpoint.py",
-        "        epochs = range(0) if stopped_early(self.metrics, self.cfg.patience) else epochs\n",
-        "",
+        "            epochs = range(0)\n",
+        "            pass\n",
         "tests/test_checkpoint.py::test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes_its_files",
     ),
     "a finished early-stopped run trains on when resumed": (
         "checkpoint.py",
-        "    if _stopped_early(state, cfg.patience):",
+        '    if ended and "progress" not in state and _stopped_early(state, cfg.patience):',
         "    if False:",
         "tests/test_checkpoint.py::test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes_its_files",
     ),
@@ -1059,9 +1059,39 @@ MUTATIONS = {
     # Found by the second review of stop 34
     "a checkpoint with no epoch left continued into a new folder": (
         "checkpoint.py",
-        '        _refuse_if_done(state, cfg, f"{path} is the end of a run")',
-        "        pass",
+        "    _refuse_if_done(path, state, cfg, ended=finished or not own)",
+        "    _refuse_if_done(path, state, cfg, ended=finished)",
         "tests/test_checkpoint.py::test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint",
+    ),
+    "--overwrite skips the continuation checks": (
+        "train.py",
+        "    check_continuation(out, found, cfg)\n",
+        "    if not cfg.overwrite:\n        check_continuation(out, found, cfg)\n",
+        "tests/test_checkpoint.py::test_overwrite_never_resumes_a_checkpoint_with_no_epoch_left_to_train",
+    ),
+    "a finished run continued keeps its old model.pt": (
+        "train.py",
+        '        (out / "model.pt").unlink(missing_ok=True)',
+        "        pass",
+        "tests/test_checkpoint.py::test_a_run_killed_after_its_last_epoch_is_resumed_to_write_what_it_had_not",
+    ),
+    "a partway epoch dropped when a smaller patience stops the run": (
+        "checkpoint.py",
+        "        if self.resumed is None and stopped_early(",
+        "        if stopped_early(",
+        "tests/test_checkpoint.py::test_a_mid_epoch_checkpoint_finishes_its_epoch_before_a_smaller_patience_stops_the_run",
+    ),
+    "best.pt resumed over a newer mid-epoch last.pt": (
+        "checkpoint.py",
+        "    if newest and _reached(state) < _reached(newest[1]):",
+        '    if newest and state["epoch"] < newest[1]["epoch"]:',
+        "tests/test_checkpoint.py::test_a_run_is_never_cut_back_to_fewer_epochs_than_its_checkpoint_holds",
+    ),
+    "a finished run continued from a checkpoint older than its end": (
+        "checkpoint.py",
+        '    if finished and state["epoch"] < _epochs_recorded(out):',
+        "    if False:",
+        "tests/test_checkpoint.py::test_a_finished_run_whose_last_pt_cannot_be_read_is_not_continued_from_an_older_best_pt",
     ),
     "an unfinished run's missing model.pt not explained": (
         "inference.py",

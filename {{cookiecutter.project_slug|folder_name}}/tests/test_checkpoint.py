@@ -2,6 +2,7 @@
 import contextlib
 import csv
 import fcntl
+import itertools
 import os
 import shlex
 import shutil
@@ -244,25 +245,32 @@ def _interrupted(self) -> None:
     raise KeyboardInterrupt  # where the first epoch would be saved: the mid-epoch checkpoint of step 3 stays
 
 
-def test_a_run_is_never_cut_back_to_fewer_epochs_than_its_checkpoint_holds(tiny_config, fingerprint, monkeypatch):
-    cfg = replace(tiny_config, epochs=2, max_steps_per_epoch=4, checkpoint_every="3")
+def _train_interrupted_in_epoch(cfg, epoch: int, monkeypatch) -> None:
+    """Train until `epoch` would be saved: the mid-epoch checkpoint that --checkpoint-every wrote in it stays."""
     save_epoch = checkpoint.Checkpoints.save_epoch
 
-    def interrupted_in_epoch_2(self) -> None:  # where epoch 2 would be saved: its step-3 checkpoint stays
-        return _interrupted(self) if len(self.metrics) > 1 else save_epoch(self)
+    def interrupted(self) -> None:
+        return _interrupted(self) if len(self.metrics) >= epoch else save_epoch(self)
 
     with monkeypatch.context() as patched:
-        patched.setattr(checkpoint.Checkpoints, "save_epoch", interrupted_in_epoch_2)
+        patched.setattr(checkpoint.Checkpoints, "save_epoch", interrupted)
         with pytest.raises(KeyboardInterrupt):
             train_module.train(cfg)
+
+
+def test_a_run_is_never_cut_back_to_fewer_epochs_than_its_checkpoint_holds(tiny_config, fingerprint, monkeypatch):
+    cfg = replace(tiny_config, epochs=2, max_steps_per_epoch=4, checkpoint_every="3")
+    _train_interrupted_in_epoch(cfg, 2, monkeypatch)
     run, cut_back = Path(cfg.output_dir), replace(cfg, resume="auto", epochs=1)
     before = fingerprint(run)
     with pytest.raises(OutputError, match=r"last.pt is partway through epoch 2; pass --epochs 2 or more to continue"):
         train_module.train(cut_back)  # its model.pt would hold half of epoch 2 as the weights of a 1-epoch run
+    with pytest.raises(OutputError, match=r"best.pt is epoch 1 but .* went on to epoch 2; continue from .*last.pt"):
+        train_module.train(replace(cfg, resume=str(run / "best.pt")))  # the steps of epoch 2 done would be lost
     train_module.train(replace(cfg, resume="auto"))
     (run / "model.pt").unlink()  # as if killed after its last epoch
     before = fingerprint(run)
-    with pytest.raises(OutputError, match=r"last.pt holds 2 epochs; pass --epochs 2 or more to continue it$"):
+    with pytest.raises(OutputError, match=r"last.pt is the end of epoch 2; pass --epochs 2 or more to continue it$"):
         train_module.train(cut_back)
     assert fingerprint(run) == before
 
@@ -278,7 +286,7 @@ def test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes
         train_module.train(replace(cfg, resume="auto"))  # it would stop again after one more epoch, every time
     elsewhere = Path(cfg.output_dir).parent / "elsewhere"
     into_elsewhere = replace(cfg, resume=str(Path(cfg.output_dir) / "last.pt"), output_dir=str(elsewhere))
-    with pytest.raises(OutputError, match=r"last.pt is the end of a run that stopped early after epoch 3 \(--patience"):
+    with pytest.raises(OutputError, match=r"last.pt stopped early after epoch 3 \(--patience 2\); pass a larger"):
         train_module.train(into_elsewhere)
     assert not elsewhere.exists()
     (Path(cfg.output_dir) / "model.pt").unlink()  # as if killed after its last epoch
@@ -288,6 +296,30 @@ def test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes
     assert "after epoch 3" in out and epochs_trained(out) == [] and (Path(cfg.output_dir) / "model.pt").is_file()
     train_module.train(replace(cfg, resume="auto", patience=3))  # a larger patience continues it
     assert epochs_trained(capsys.readouterr().out) == [4]
+
+
+def test_a_mid_epoch_checkpoint_finishes_its_epoch_before_a_smaller_patience_stops_the_run(
+    tiny_config, monkeypatch, capsys
+):
+    evaluate = train_module.evaluate
+    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: evaluate(*args, **kwargs) | {"val_acc": 0.5})
+    cfg = replace(tiny_config, epochs=4, max_steps_per_epoch=4, checkpoint_every="3")
+    _train_interrupted_in_epoch(cfg, 3, monkeypatch)
+    capsys.readouterr()
+    rows = train_module.train(replace(cfg, resume="auto", patience=1))["metrics"]  # epochs 1-2 stopped early by it
+    assert [row["epoch"] for row in rows] == [1, 2, 3] and epochs_trained(capsys.readouterr().out) == [3]
+
+
+def test_overwrite_never_resumes_a_checkpoint_with_no_epoch_left_to_train(tiny_config, fingerprint):
+    train_module.train(tiny_config)
+    run = Path(tiny_config.output_dir)
+    before = fingerprint(run)
+    for resume in ("auto", str(run / "last.pt")):  # the folder cleared, it would end with a model.pt alone
+        with pytest.raises(OutputError, match=r"last.pt is the end of epoch 1; pass --epochs 2 or more to continue"):
+            train_module.train(replace(tiny_config, resume=resume, overwrite=True))
+    assert fingerprint(run) == before
+    rows = train_module.train(replace(tiny_config, resume="auto", overwrite=True, epochs=2))["metrics"]
+    assert [row["epoch"] for row in rows] == [1, 2] and (run / "model.pt").is_file()
 
 
 def test_config_yaml_may_give_checkpoint_every_as_a_number(tmp_path):
@@ -431,14 +463,19 @@ def test_a_finished_run_is_only_continued_from_its_own_newest_checkpoint_with_mo
     # an earlier epoch of the run itself would replace its final weights with a branch
     refused([*SMOKE, "--resume", str(b / "epoch1.pt"), "--epochs", "3"], capsys, 5, "went on to epoch 2")
     # nothing left to train
-    refused([*SMOKE, "--output-dir", str(a), "--resume", "auto"], capsys, 5, "pass more --epochs")
+    refused([*SMOKE, "--output-dir", str(a), "--resume", "auto"], capsys, 5, "is the end of epoch 1; pass --epochs 2")
     # a mistyped checkpoint name: its folder (the default output dir) stays untouched
     refused([*SMOKE, "--resume", str(a / "lats.pt"), "--epochs", "2"], capsys, 4, "does not exist")
-    # the checkpoints are gone: --resume auto must not quietly start the finished run again
-    for name in ("last.pt", "best.pt"):
-        (a / name).unlink()
+    # the checkpoints cut short or gone: --resume auto must not quietly start the finished run again
+    (a / "best.pt").unlink()
+    (a / "last.pt").unlink()  # best.pt may be the same file
+    (a / "last.pt").write_bytes(b"cut short")
     runs[a] = fingerprint(a)
-    refused([*SMOKE, "--output-dir", str(a), "--resume", "auto", "--epochs", "2"], capsys, 5, "holds a finished run")
+    refused([*SMOKE, "--output-dir", str(a), "--resume", "auto", "--epochs", "2"], capsys, 5, "no checkpoints that can")
+    (a / "last.pt").unlink()
+    runs[a] = fingerprint(a)
+    refused([*SMOKE, "--output-dir", str(a), "--resume", "auto", "--epochs", "2"], capsys, 5, "but no last.pt or")
+    assert "starting from scratch" not in capsys.readouterr().out
     assert {run: fingerprint(run) for run in (a, b)} == runs
 
 
@@ -481,6 +518,15 @@ def test_a_run_killed_after_its_last_epoch_is_resumed_to_write_what_it_had_not(t
     out = capsys.readouterr().out
     assert "after epoch 1" in out and epochs_trained(out) == []  # it only finished the run's files
     assert {"model.pt", "learning_curves.png"} <= {path.name for path in run.iterdir()}
+    with monkeypatch.context() as patched:  # continued, and killed as it ends again
+        patched.setattr(train_module, "plot_run", killed_drawing)
+        with pytest.raises(Killed):
+            main([*argv, "--resume", "auto", "--epochs", "2"])
+    assert not (run / "model.pt").exists()  # the weights of epoch 1 would pass for those of epoch 2
+    capsys.readouterr()
+    assert main([*argv, "--resume", "auto", "--epochs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "after epoch 2" in out and epochs_trained(out) == [] and (run / "model.pt").is_file()
 
 
 def test_an_unfinished_run_is_named_so_and_one_that_a_live_run_holds_is_refused_as_busy(tmp_path, capsys):
@@ -529,10 +575,16 @@ def test_a_resume_onto_data_with_other_classes_is_refused(fingerprint, image_fol
     assert fingerprint(run) == before
 
 
-def test_resume_auto_falls_back_to_best_when_last_is_empty_and_refuses_weights_files(tmp_path, capsys):
+def test_resume_auto_falls_back_to_best_when_last_is_empty_and_refuses_weights_files(tmp_path, capsys, monkeypatch):
+    evaluate, better = train_module.evaluate, itertools.count()
+
+    def improving(*args, **kwargs):  # the best epoch is the last
+        return evaluate(*args, **kwargs) | {"val_acc": float(next(better))}
+
+    monkeypatch.setattr(train_module, "evaluate", improving)
     run = tmp_path / "run"
     assert main([*SMOKE, "--output-dir", str(run), "--epochs", "2"]) == 0
-    (run / "last.pt").unlink()  # best.pt may be the same file (the best epoch was the last)
+    (run / "last.pt").unlink()  # best.pt is the same file: the best epoch was the last
     (run / "last.pt").write_bytes(b"")  # a copy cut short by a full disk
     assert main([*SMOKE, "--output-dir", str(run), "--resume", "auto", "--epochs", "3"]) == 0
     out = capsys.readouterr().out
@@ -543,6 +595,19 @@ def test_resume_auto_falls_back_to_best_when_last_is_empty_and_refuses_weights_f
         torch.save(content, tmp_path / f"{name}.pt")
         elsewhere = ["--output-dir", str(tmp_path / "new")]
         refused([*SMOKE, "--resume", str(tmp_path / f"{name}.pt"), *elsewhere], capsys, 4, what)
+
+
+def test_a_finished_run_whose_last_pt_cannot_be_read_is_not_continued_from_an_older_best_pt(
+    tmp_path, capsys, monkeypatch
+):
+    evaluate = train_module.evaluate
+    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: evaluate(*args, **kwargs) | {"val_acc": 0.5})
+    run = tmp_path / "run"
+    assert main([*SMOKE, "--output-dir", str(run), "--epochs", "2"]) == 0  # best.pt: epoch 1
+    (run / "last.pt").unlink()
+    (run / "last.pt").write_bytes(b"")
+    message = f"best.pt is epoch 1 but {run} went on to epoch 2 (its metrics.csv)"  # its model.pt would be replaced
+    refused([*SMOKE, "--output-dir", str(run), "--resume", "auto", "--epochs", "3"], capsys, 5, message)
 
 
 def test_resume_from_a_checkpoint_continues_its_run_with_its_config(image_folder, tmp_path, capsys, monkeypatch):
@@ -795,7 +860,7 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
     out, other = tmp_path / "run", tmp_path / "other"
     out.mkdir()
     other.mkdir()
-    cfg = SimpleNamespace(resume="auto", epochs=5, patience=0)
+    cfg = SimpleNamespace(resume="auto", epochs=5, patience=0, overwrite=False)
 
     def refusal(found, config=cfg) -> str:
         with pytest.raises(OutputError) as raised:
@@ -806,7 +871,7 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
     save({"epoch": 1}, other / "last.pt")
     assert checkpoint.check_continuation(out, (other / "last.pt", {"epoch": 1}), cfg) is None  # into an empty one
     assert refusal((other / "last.pt", {"epoch": 5})) == (  # it would leave a model.pt alone there
-        f"{other / 'last.pt'} is the end of a run of 5 epochs; pass more --epochs to continue it"
+        f"{other / 'last.pt'} is the end of epoch 5; pass --epochs 6 or more to continue it"
     )
     save({"epoch": 1}, out / "best.pt")
     save({"epoch": 2}, out / "last.pt")
@@ -815,16 +880,19 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
     assert refusal((other / "last.pt", {"epoch": 1})) == (
         f"{out} holds another run; continue {other / 'last.pt'} into an empty --output-dir or its own folder"
     )
-    by_path = SimpleNamespace(resume=str(out / "best.pt"), epochs=5, patience=0)
+    by_path = SimpleNamespace(resume=str(out / "best.pt"), epochs=5, patience=0, overwrite=False)
     assert refusal((out / "best.pt", {"epoch": 1}), by_path) == (
         f"{out / 'best.pt'} is epoch 1 but {out} went on to epoch 2; "
         f"continue from {out / 'last.pt'}, or pass --overwrite to branch off here"
     )
     assert checkpoint.check_continuation(out, (out / "last.pt", {"epoch": 2}), by_path) is None
     (out / "model.pt").write_bytes(b"")
-    assert refusal(None) == f"{out} holds a finished run; pass --resume auto with more --epochs to continue it, {end}"
+    fresh = SimpleNamespace(resume=None, epochs=5, patience=0, overwrite=False)
+    assert refusal(None, fresh) == (
+        f"{out} holds a finished run; pass --resume auto with more --epochs to continue it, {end}"
+    )
     assert refusal((out / "last.pt", {"epoch": 5})) == (
-        f"{out} holds a finished run of 5 epochs; pass more --epochs to continue it"
+        f"{out / 'last.pt'} is the end of epoch 5; pass --epochs 6 or more to continue it"
     )
     assert checkpoint.check_continuation(out, (out / "last.pt", {"epoch": 4}), cfg) is None
     (out / "best.pt").unlink()
@@ -1012,7 +1080,7 @@ def test_continuing_from_a_checkpoint_of_another_name_in_its_own_folder_prints_n
     from {{ cookiecutter.package_name }}.files import save
 
     save({"epoch": 1}, tmp_path / "epoch1.pt")
-    cfg = SimpleNamespace(resume=str(tmp_path / "epoch1.pt"), epochs=3)
+    cfg = SimpleNamespace(resume=str(tmp_path / "epoch1.pt"), epochs=3, overwrite=False)
     assert checkpoint.check_continuation(tmp_path, (tmp_path / "epoch1.pt", {"epoch": 1}), cfg) is None
     assert capsys.readouterr().out == ""  # no "starting from scratch": this run does not
 

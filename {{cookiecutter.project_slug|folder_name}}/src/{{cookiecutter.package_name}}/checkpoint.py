@@ -152,7 +152,7 @@ def find_checkpoint(resume: str | None, out: Path, quiet: bool = False) -> tuple
             continue
         if latest is None or state["epoch"] >= latest[1]["epoch"]:
             latest = path, state
-    if latest is None and not quiet:
+    if latest is None and not quiet and not (out / "model.pt").exists():  # a finished run: check_continuation says
         print(f"no checkpoint in {out}: starting from scratch")
     return latest
 
@@ -162,9 +162,9 @@ def _holds_checkpoints(out: Path) -> bool:
 
 
 def check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
-    """Before anything is written (--overwrite skips this): a run folder is only ever continued from its own newest
-    checkpoint, and a finished run only with more --epochs; another run's checkpoint never takes over a folder, and
-    a run is never cut back to fewer epochs than its checkpoint holds."""
+    """Before anything is written: a run folder is only ever continued from its own newest checkpoint, and a
+    finished run only with more --epochs; another run's checkpoint never takes over a folder (--overwrite replaces
+    it), and a checkpoint is never cut back to fewer epochs than it holds, nor resumed with none left to train."""
     try:
         _check_continuation(out, found, cfg)
     except OutputError:
@@ -175,6 +175,15 @@ def check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
 def _check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
     finished = (out / "model.pt").exists()
     if found is None:
+        if cfg.overwrite:
+            return
+        if finished and cfg.resume == "auto":
+            unreadable = any((out / name).is_file() for name in ("last.pt", "best.pt"))
+            lacks = "checkpoints that can be read" if unreadable else "last.pt or best.pt"
+            raise OutputError(
+                f"{out} holds a finished run but no {lacks} to continue it from; "
+                "pass --overwrite to replace it, or another --output-dir"
+            )
         if finished:
             raise OutputError(
                 f"{out} holds a finished run; pass --resume auto with more --epochs to continue it, "
@@ -187,32 +196,51 @@ def _check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None
             )
         return
     path, state = found
-    begun = state["epoch"] + ("progress" in state)  # a mid-epoch checkpoint is partway through the next epoch
-    if cfg.epochs < begun:  # its final weights would be of epochs its config.yaml and metrics.csv do not hold
-        what = f"is partway through epoch {begun}" if "progress" in state else f"holds {begun} epochs"
-        raise OutputError(f"{path} {what}; pass --epochs {begun} or more to continue it")
-    if path.resolve().parent != out.resolve():
-        if finished or _holds_checkpoints(out):
+    own = path.resolve().parent == out.resolve() and not cfg.overwrite
+    _refuse_if_done(path, state, cfg, ended=finished or not own)
+    if not own:
+        if not cfg.overwrite and (finished or _holds_checkpoints(out)):
             raise OutputError(f"{out} holds another run; continue {path} into an empty --output-dir or its own folder")
-        _refuse_if_done(state, cfg, f"{path} is the end of a run")  # else the new folder would get a model.pt alone
         return
     newest = find_checkpoint("auto", out, quiet=True) if cfg.resume != "auto" else found
-    if newest and state["epoch"] < newest[1]["epoch"]:
+    if newest and _reached(state) < _reached(newest[1]):
         raise OutputError(
-            f"{path} is epoch {state['epoch']} but {out} went on to epoch {newest[1]['epoch']}; "
+            f"{path} is epoch {state['epoch']} but {out} went on to epoch {_begun(newest[1])}; "
             f"continue from {newest[0]}, or pass --overwrite to branch off here"
         )
-    if finished:
-        _refuse_if_done(state, cfg, f"{out} holds a finished run")
-
-
-def _refuse_if_done(state: dict, cfg, what: str) -> None:
-    """A checkpoint whose run has no epoch left to train under this config: resuming it would train nothing."""
-    if state["epoch"] >= cfg.epochs:
-        raise OutputError(f"{what} of {state['epoch']} epochs; pass more --epochs to continue it")
-    if _stopped_early(state, cfg.patience):
+    if finished and state["epoch"] < _epochs_recorded(out):  # its newer checkpoint cannot be read
         raise OutputError(
-            f"{what} that stopped early after epoch {state['epoch']} (--patience {cfg.patience}); "
+            f"{path} is epoch {state['epoch']} but {out} went on to epoch {_epochs_recorded(out)} (its metrics.csv); "
+            "pass --overwrite to branch off here, or another --output-dir"
+        )
+
+
+def _epochs_recorded(out: Path) -> int:
+    try:
+        return len((out / "metrics.csv").read_text(encoding="utf-8").splitlines()) - 1
+    except (OSError, UnicodeDecodeError):
+        return 0
+
+
+def _reached(state: dict) -> tuple[int, bool]:
+    return state["epoch"], "progress" in state
+
+
+def _begun(state: dict) -> int:
+    return state["epoch"] + ("progress" in state)  # a mid-epoch checkpoint is partway through the next epoch
+
+
+def _refuse_if_done(path: Path, state: dict, cfg, ended: bool) -> None:
+    """Never fewer --epochs than a checkpoint holds, nor none left to train where its run has ended: a finished
+    run, a run into a new folder (it would hold a model.pt alone) or one that --overwrite clears. The final weights
+    would be of epochs that config.yaml and metrics.csv do not hold."""
+    least = _begun(state) + (ended and "progress" not in state)
+    if cfg.epochs < least:
+        what = f"is partway through epoch {least}" if "progress" in state else f"is the end of epoch {state['epoch']}"
+        raise OutputError(f"{path} {what}; pass --epochs {least} or more to continue it")
+    if ended and "progress" not in state and _stopped_early(state, cfg.patience):
+        raise OutputError(
+            f"{path} stopped early after epoch {state['epoch']} (--patience {cfg.patience}); "
             "pass a larger --patience to continue it"
         )
 
@@ -330,7 +358,8 @@ class Checkpoints:
     def epochs(self, epochs):
         """The epochs to train, with the stop signals caught; none more once a stop was asked for, and none at all
         when the restored epochs stopped early (the run was cut short after that, before its final files)."""
-        epochs = range(0) if stopped_early(self.metrics, self.cfg.patience) else epochs
+        if self.resumed is None and stopped_early(self.metrics, self.cfg.patience):  # a partway epoch is finished
+            epochs = range(0)
 {% if cookiecutter.use_distributed %}
         try:
             yield from self.stop.epochs(epochs)

@@ -19,6 +19,9 @@ from torchvision.models.feature_extraction import create_feature_extractor, get_
 {% if cookiecutter.use_amp %}
 from .amp import resolve_precision
 {% endif %}
+{% if cookiecutter.use_checkpointing %}
+from .checkpoint import SCRIPT
+{% endif %}
 from .config import TrainConfig, load_config_file
 from .data import build_data, build_transform
 from .engine import evaluate
@@ -38,7 +41,7 @@ def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConf
     if not Path(weights).exists() and (run_dir / "last.pt").is_file():  # model.pt is written last
         raise ModelError(
             f"{run_dir} holds an unfinished run (no {Path(weights).name} yet); pass its last.pt, "
-            f"or finish it with: train --resume auto --output-dir {shlex.quote(str(run_dir))}"
+            f"or finish it with: {SCRIPT} train --resume auto --output-dir {shlex.quote(str(run_dir))}"
         )
 {% endif %}
     if not Path(weights).is_file():

@@ -146,6 +146,10 @@ def _start_run_dir(folder: RunFolder, cfg: TrainConfig, data: Data) -> None:
         # data split here or read from a split.csv: the folder's own split.csv, written below, holds that split
         # (and goes with the folder wherever it is copied or moved); an earlier run's split.csv is not needed again
         save_config(dataclasses.replace(cfg, split=None) if data.rows else cfg, out / "config.yaml")
+{% if cookiecutter.use_checkpointing %}
+        # a finished run continued is unfinished until it writes its own: killed before that, it is resumed
+        (out / "model.pt").unlink(missing_ok=True)
+{% endif %}
         describe_data(data, out)
     except OSError as exc:
         raise OutputError(f"cannot write to output dir {out} ({exc.strerror}); pick another --output-dir") from None
@@ -192,8 +196,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     folder = RunFolder(out, cfg.overwrite)  # never a folder of other files
 {% if cookiecutter.use_checkpointing %}
     found = find_checkpoint(cfg.resume, out)  # checked before anything is written: a refused run changes nothing
-    if not cfg.overwrite:
-        check_continuation(out, found, cfg)
+    check_continuation(out, found, cfg)
 {% else %}
     _refuse_to_replace(out, cfg)
 {% endif %}
