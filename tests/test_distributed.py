@@ -89,10 +89,19 @@ def project(cookies_session) -> Path:
 def torchrun(project: Path, workers: int, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={workers}", *args]
-    done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
-    others = "\n".join(line for line in done.stderr.splitlines() if line.startswith("[rank1]"))  # a crash of rank 1
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + "\nrank 1:\n" + others[-3000:]
+    for attempt in (1, 2):
+        done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
+        # Once in CI (stop 35) rank 0 exited 1 as the gloo group formed, under the other worker's load, and passed
+        # when run again: a lost local connection is retried once, and every rank's own lines are kept to read
+        if done.returncode == 0 or "Connection closed by peer" not in done.stderr or attempt == 2:
+            break
+    ranks = {rank: [line for line in done.stderr.splitlines() if line.startswith(f"[{rank}]")] for rank in RANKS}
+    crashes = "".join(f"\n{rank}:\n" + "\n".join(lines)[-3000:] for rank, lines in ranks.items())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + crashes
     return done
+
+
+RANKS = ("rank0", "rank1")
 
 
 @pytest.fixture(scope="module")
