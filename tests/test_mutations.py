@@ -1089,7 +1089,7 @@ MUTATIONS = {
     ),
     "a finished run continued from a checkpoint older than its end": (
         "checkpoint.py",
-        '    if finished and state["epoch"] < _epochs_recorded(out):',
+        '    if finished and state["epoch"] < (recorded := _epochs_recorded(out)):',
         "    if False:",
         "tests/test_checkpoint.py::test_a_finished_run_whose_last_pt_cannot_be_read_is_not_continued_from_an_older_best_pt",
     ),

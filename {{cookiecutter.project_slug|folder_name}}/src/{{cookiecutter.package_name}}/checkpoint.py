@@ -208,9 +208,9 @@ def _check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None
             f"{path} is epoch {state['epoch']} but {out} went on to epoch {_begun(newest[1])}; "
             f"continue from {newest[0]}, or pass --overwrite to branch off here"
         )
-    if finished and state["epoch"] < _epochs_recorded(out):  # its newer checkpoint cannot be read
+    if finished and state["epoch"] < (recorded := _epochs_recorded(out)):  # its newer checkpoint cannot be read
         raise OutputError(
-            f"{path} is epoch {state['epoch']} but {out} went on to epoch {_epochs_recorded(out)} (its metrics.csv); "
+            f"{path} is epoch {state['epoch']} but {out} went on to epoch {recorded} (its metrics.csv); "
             "pass --overwrite to branch off here, or another --output-dir"
         )
 
