@@ -817,6 +817,12 @@ MUTATIONS = {
         "    return sum(trial.state in done and trial.number not in stopped for trial in trials)",
         "tests/test_tune.py::test_a_killed_tune_repeats_no_finished_trial_and_continues_the_killed_one",
     ),
+    "a raising run's data-loading workers left running": (
+        "train.py",
+        "@stopping_data_workers\n",
+        "",
+        "tests/test_datasets.py::test_a_run_that_raises_leaves_no_data_loading_workers_behind",
+    ),
     "a killed trial starts again instead of continuing": (
         "tune.py",
         '        cfg = dataclasses.replace(cfg, resume="auto")  # a killed trial goes on from its checkpoint',

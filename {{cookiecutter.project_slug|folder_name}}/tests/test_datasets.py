@@ -2,6 +2,7 @@
 augmentation policies; test-time augmentation; predictions for whole folders."""
 
 import csv
+import multiprocessing
 import os
 from collections import Counter
 from dataclasses import replace
@@ -86,6 +87,20 @@ def test_a_folder_of_class_folders_is_held_out_per_class_and_the_split_saved(pho
     other_seed = train(on(photos, tiny_config, seed=1, output_dir=str(run.parent / "seed1")))["config"].output_dir
     assert (Path(again) / "split.csv").read_text() == (run / "split.csv").read_text()  # seeded
     assert (Path(other_seed) / "split.csv").read_text() != (run / "split.csv").read_text()
+
+
+def test_a_run_that_raises_leaves_no_data_loading_workers_behind(photos, tiny_config):
+    """tune's pruned trials raise out of train(), and the traceback still refers to their loaders: the persistent
+    workers stop anyway, or every such trial would leave its processes running."""
+    before = set(multiprocessing.active_children())
+
+    def pruned(rows):
+        raise RuntimeError("pruned")
+
+    with pytest.raises(RuntimeError) as caught:
+        train(on(photos, tiny_config, num_workers=2, epochs=2), after_epoch=pruned)
+    assert any(entry.name == "train" for entry in caught.traceback)  # train's frame, and so its loaders, kept
+    assert set(multiprocessing.active_children()) - before == set()
 
 
 def test_evaluate_and_train_with_split_reuse_a_runs_split(photos, tiny_config, tmp_path):

@@ -11,6 +11,7 @@ import os
 import stat
 import sys
 import warnings
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.error import URLError
@@ -440,6 +441,25 @@ def _seed_order(loader: DataLoader, epoch: int) -> None:
     loader.order.manual_seed(hash((loader.dataset.seed, epoch)) % 2**63)
 
 
+_KEEPING_WORKERS = weakref.WeakSet()  # the loaders whose worker processes outlive an epoch
+
+
+def stopping_data_workers(function):
+    """The data-loading workers a call starts stop when it returns or raises: a caller that goes on (tune's next
+    trial, a test, a notebook) keeps no processes of it, whatever still refers to its loaders."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        before = set(_KEEPING_WORKERS)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            for loader in set(_KEEPING_WORKERS) - before:
+                loader.stop_workers()
+
+    return call
+
+
 class DeviceLoader(DataLoader):
     """A DataLoader whose batches arrive on the device as the model takes them: the workers send uint8 images, a
     quarter of the bytes of floats, converted to normalised floats once per batch on the device."""
@@ -447,6 +467,14 @@ class DeviceLoader(DataLoader):
     def __init__(self, dataset, device: torch.device, mean, std, order: torch.Generator | None = None, **kwargs):
         super().__init__(dataset, **kwargs)
         self.device, self.mean, self.std, self.order = device, mean, std, order  # order: the sampler's generator
+        if self.persistent_workers:
+            _KEEPING_WORKERS.add(self)
+
+    def stop_workers(self) -> None:
+        """Stop the persistent workers now, as the loader's deletion would: a traceback can keep it alive for long."""
+        if self._iterator is not None:
+            self._iterator._shutdown_workers()
+            self._iterator = None
 
     @functools.cached_property
     def _shift_and_scale(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,9 +17,6 @@ from .amp import make_scaler, resolve_precision
 from .checkpoint import Checkpoints, ClassNames, check_continuation, find_checkpoint, resume, resumed_progress
 {% endif %}
 from .config import TrainConfig, save_config
-{% if cookiecutter.use_checkpointing %}
-from .data import NAMED_DATA, NO_FLIP, Data, build_data, default_image_size, describe_data, resolve_normalisation
-{% else %}
 from .data import (
     NAMED_DATA,
     NO_FLIP,
@@ -28,9 +25,11 @@ from .data import (
     default_image_size,
     describe_data,
     resolve_normalisation,
+{% if not cookiecutter.use_checkpointing %}
     start_epoch,
-)
 {% endif %}
+    stopping_data_workers,
+)
 {% if cookiecutter.use_distributed %}
 {% set names = ["barrier", "broadcast", "is_main", "setup", "world_size", "wrap"] %}
 {% if cookiecutter.use_checkpointing %}{% set names = names + ["continue_after_restart"] %}{% endif %}
@@ -174,6 +173,7 @@ def _save_results(out: Path, weights: dict[str, nn.Module], cfg: TrainConfig, cl
 
 
 @releasing_run_folders
+@stopping_data_workers
 def train(cfg: TrainConfig, after_epoch=None) -> dict:
     """The whole run. `after_epoch(rows)`, if given, sees the metrics rows after each epoch is saved: tune's trials
     report to the pruner there, and stop by raising."""
