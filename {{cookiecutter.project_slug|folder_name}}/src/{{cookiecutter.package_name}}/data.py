@@ -455,7 +455,8 @@ def stopping_data_workers(function):
             return function(*args, **kwargs)
         finally:
             for loader in set(_KEEPING_WORKERS) - before:
-                loader.stop_workers()
+                with contextlib.suppress(RuntimeError):  # a worker killed meanwhile: torch still stops the others
+                    loader.stop_workers()
 
     return call
 
@@ -472,9 +473,9 @@ class DeviceLoader(DataLoader):
 
     def stop_workers(self) -> None:
         """Stop the persistent workers now, as the loader's deletion would: a traceback can keep it alive for long."""
-        if self._iterator is not None:
-            self._iterator._shutdown_workers()
-            self._iterator = None
+        iterator, self._iterator = self._iterator, None
+        if iterator is not None:
+            iterator._shutdown_workers()
 
     @functools.cached_property
     def _shift_and_scale(self) -> tuple[torch.Tensor, torch.Tensor]:
