@@ -823,6 +823,12 @@ MUTATIONS = {
         "",
         "tests/test_datasets.py::test_a_run_that_raises_leaves_no_data_loading_workers_behind",
     ),
+    "a worker killed as the loaders stop keeps the others running": (
+        "data.py",
+        "                with contextlib.suppress(RuntimeError):  # a worker killed meanwhile: torch still stops",
+        "                if True:  # a worker killed meanwhile: torch still stops",
+        "tests/test_datasets.py::test_a_worker_killed_while_the_loaders_stop_leaves_no_other_workers_running",
+    ),
     "a killed trial starts again instead of continuing": (
         "tune.py",
         '        cfg = dataclasses.replace(cfg, resume="auto")  # a killed trial goes on from its checkpoint',

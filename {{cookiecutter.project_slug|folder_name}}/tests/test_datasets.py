@@ -18,6 +18,7 @@ from {{ cookiecutter.package_name }} import inference
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.data import (
     Augmentation,
+    DeviceLoader,
     build_data,
     build_transform,
     inverse_frequency,
@@ -101,6 +102,27 @@ def test_a_run_that_raises_leaves_no_data_loading_workers_behind(photos, tiny_co
         train(on(photos, tiny_config, num_workers=2, epochs=2), after_epoch=pruned)
     assert any(entry.name == "train" for entry in caught.traceback)  # train's frame, and so its loaders, kept
     assert set(multiprocessing.active_children()) - before == set()
+
+
+def test_a_worker_killed_while_the_loaders_stop_leaves_no_other_workers_running(photos, tiny_config, monkeypatch):
+    """torch reports a worker killed meanwhile as it stops a loader's workers: the other loader still stops its, and
+    the run's own error is the one raised."""
+    stop, stopped = DeviceLoader.stop_workers, []
+
+    def pruned(rows):
+        raise ValueError("pruned")
+
+    def killed_while_stopping(loader):
+        stopped.append(loader)
+        stop(loader)
+        if len(stopped) == 1:
+            raise RuntimeError("DataLoader worker (pid 1) is killed by signal: Killed.")
+
+    monkeypatch.setattr(DeviceLoader, "stop_workers", killed_while_stopping)
+    before = set(multiprocessing.active_children())
+    with pytest.raises(ValueError, match="pruned"):
+        train(on(photos, tiny_config, num_workers=2, epochs=2), after_epoch=pruned)
+    assert len(stopped) == 2 and set(multiprocessing.active_children()) - before == set()
 
 
 def test_evaluate_and_train_with_split_reuse_a_runs_split(photos, tiny_config, tmp_path):
