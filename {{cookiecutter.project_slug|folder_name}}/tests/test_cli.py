@@ -21,7 +21,7 @@ def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsy
     run = tmp_path / "run"
     args = ["train", "--data", str(image_folder), "--image-size", "32", "--output-dir", str(run), *SMOKE]
     assert main(args) == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1].endswith(f"weights: {run / 'model.pt'}")
+    assert capsys.readouterr().out.strip().splitlines()[-1].endswith(f": {run / 'model.pt'}")
 
     training_reports = {name: (run / name).read_bytes() for name in ("per_class.csv", "confusion_matrix.csv")}
     assert main(["evaluate", "--weights", str(run / "model.pt"), "--device", "cpu"]) == 0

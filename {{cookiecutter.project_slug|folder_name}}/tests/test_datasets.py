@@ -2,8 +2,13 @@
 augmentation policies; test-time augmentation; predictions for whole folders."""
 
 import csv
+{% if cookiecutter.use_distributed %}
+import functools
+{% endif %}
 import multiprocessing
 import os
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -12,8 +17,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from PIL import Image
+{% if cookiecutter.use_distributed %}
+from torch.utils.data.distributed import DistributedSampler
+{% endif %}
 from torchvision.transforms import v2
 
+import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }} import inference
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.data import (
@@ -23,6 +32,7 @@ from {{ cookiecutter.package_name }}.data import (
     build_transform,
     inverse_frequency,
     load_rgb,
+    start_epoch,
 )
 from {{ cookiecutter.package_name }}.errors import DataError, UserError
 from {{ cookiecutter.package_name }}.inference import FlipAveraged, evaluate_run
@@ -123,6 +133,35 @@ def test_a_worker_killed_while_the_loaders_stop_leaves_no_other_workers_running(
     with pytest.raises(ValueError, match="pruned"):
         train(on(photos, tiny_config, num_workers=2, epochs=2), after_epoch=pruned)
     assert len(stopped) == 2 and set(multiprocessing.active_children()) - before == set()
+
+
+LIBRARY_USE = """
+import torch
+from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.data import build_data
+from {{ cookiecutter.package_name }}.train import resolve
+
+config = resolve(TrainConfig(data="synthetic", num_workers=2, device="cpu", batch_size=8))
+data = build_data(config, torch.device("cpu"))  # held to the end, as a notebook holds it
+next(iter(data.train))
+print("read a batch", flush=True)
+"""
+
+
+def test_a_script_that_builds_loaders_outside_train_exits_when_it_ends(tmp_path):
+    """Loaders used as a library (a notebook, a script): their workers ignore SIGTERM, the way Python's exit stops
+    daemon children, so the process must stop them itself or wait for them forever."""
+    package = Path({{ cookiecutter.package_name }}.__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": str(package), "OMP_NUM_THREADS": "1"}
+    script = [sys.executable, "-c", LIBRARY_USE]
+    with subprocess.Popen(script, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        said = process.stdout.readline()  # the batch is read: what is left is Python's exit
+        try:  # the bound only turns a hang into a failure: stopping the workers takes well under a second
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            pytest.fail(f"the script read its batch ({said!r}) but never exited")
+        assert process.returncode == 0 and said == "read a batch\n", process.stderr.read()
 
 
 def test_evaluate_and_train_with_split_reuse_a_runs_split(photos, tiny_config, tmp_path):
@@ -374,6 +413,65 @@ def test_validation_never_augments(photos, tiny_config):
     assert torch.equal(first, training[0][0])  # an image's augmentation: from the seed, the epoch and its index
     training.epoch += 1
     assert not torch.equal(first, training[0][0])  # erasing alone, p=1, differs
+
+
+class RecordedOrder(torch.utils.data.Sampler):
+    """A loader's sampler that keeps the indices it hands out: in the main process, whichever worker loads them."""
+
+    def __init__(self, sampler, order: list):
+        self.sampler, self.order = sampler, order
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self):
+        for index in self.sampler:
+            self.order.append(index)
+            yield index
+
+
+def epochs_seen(cfg, epochs: int = 2) -> list[tuple[list[int], dict[int, torch.Tensor]]]:
+    """Each epoch of a real training loader, as train() starts them: the order of its images, and each image as its
+    batch brought it (with batches of one image, an image's augmentation is its own)."""
+    loader, order, seen = build_data(cfg, CPU).train, [], []
+    loader.batch_sampler.sampler = RecordedOrder(loader.batch_sampler.sampler, order)
+    try:
+        for epoch in range(1, epochs + 1):
+            start_epoch(loader, epoch)
+            order.clear()
+            images = [image for batch, _ in loader for image in batch]
+            seen.append((list(order), dict(zip(order, images, strict=True))))
+    finally:
+        loader.stop_workers()
+    return seen
+
+
+def test_a_real_loader_orders_and_augments_each_epoch_anew_and_a_rerun_repeats_both(photos, tiny_config):
+    """Persistent workers outlive epoch 1: they must see epoch 2 begin, or they augment as in epoch 1."""
+    cfg = resolve(on(photos, tiny_config, batch_size=1, num_workers=1, augment="trivialaugment"))
+    seen = epochs_seen(cfg)
+    (order_1, images_1), (order_2, images_2) = seen
+    assert sorted(order_1) == sorted(order_2) == list(range(28)) and order_1 != order_2  # every image, reshuffled
+    assert all(not torch.equal(images_1[index], images_2[index]) for index in order_1)
+    rerun = epochs_seen(cfg)  # new workers, the same seed
+    for (order, images), (order_again, images_again) in zip(seen, rerun, strict=True):
+        assert order_again == order and all(torch.equal(images[index], images_again[index]) for index in order)
+{% if cookiecutter.use_distributed %}
+
+
+def test_under_ddp_a_real_loader_gives_the_ranks_disjoint_shards_new_each_epoch(photos, tiny_config, monkeypatch):
+    cfg = resolve(on(photos, tiny_config, batch_size=2, num_workers=1))  # global: one image a batch on each rank
+    monkeypatch.setattr({{ cookiecutter.package_name }}.data, "is_distributed", lambda: True)
+    monkeypatch.setattr({{ cookiecutter.package_name }}.data, "world_size", lambda: 2)
+    shards = []
+    for rank in range(2):  # each rank's loader, as its process builds it (no process group: rank and world given)
+        sampler = functools.partial(DistributedSampler, num_replicas=2, rank=rank)
+        monkeypatch.setattr({{ cookiecutter.package_name }}.data, "DistributedSampler", sampler)
+        shards.append([order for order, _ in epochs_seen(cfg)])
+    for epoch in range(2):
+        assert sorted(shards[0][epoch] + shards[1][epoch]) == list(range(28))  # 14 images each, none on both
+    assert shards[0][0] != shards[0][1] and shards[1][0] != shards[1][1]  # set_epoch: a new shuffle each epoch
+{% endif %}
 
 
 def test_hflip_defaults_off_for_digits_and_is_saved_resolved(tiny_config):

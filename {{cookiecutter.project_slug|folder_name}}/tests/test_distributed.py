@@ -3,8 +3,9 @@ import contextlib
 import csv
 import dataclasses
 import os
-{% if cookiecutter.use_checkpointing %}
+import shlex
 import signal
+{% if cookiecutter.use_checkpointing %}
 import socket
 {% endif %}
 import subprocess
@@ -20,16 +21,14 @@ import torch
 import torch.distributed as dist
 from conftest import NEUTRAL, PLAIN_STEP
 from torch import nn
-{% if cookiecutter.use_checkpointing %}
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
-{% endif %}
 
 from {{ cookiecutter.package_name }} import data, distributed, engine
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.engine import evaluate, train_one_epoch
-from {{ cookiecutter.package_name }}.errors import TrainingDiverged, UserError
+from {{ cookiecutter.package_name }}.errors import DataError, TrainingDiverged, UserError
 from {{ cookiecutter.package_name }}.models import build_model
 
 CPU = torch.device("cpu")
@@ -100,6 +99,203 @@ def test_two_cpu_workers_through_the_launcher(tiny_config, tmp_path, capfd):
     with open(run / "metrics.csv") as file:
         assert [row["epoch"] for row in csv.DictReader(file)] == ["1", "2"]
     assert not any(key.startswith("module.") for key in torch.load(run / "model.pt", weights_only=True))
+
+
+@pytest.mark.slow
+def test_a_user_error_under_nproc_is_said_once_with_the_workers_own_exit_code(tmp_path, capfd):
+    """Every rank meets the same bad --data: one line, as a single process says it, not one per rank."""
+    bad = ["train", "--device", "cpu", "--data", str(tmp_path / "missing"), "--output-dir", str(tmp_path / "run")]
+    alone = main(bad)
+    said = capfd.readouterr().err
+    assert main([*bad, "--nproc", "2"]) == alone == DataError.exit_code
+    assert capfd.readouterr().err == said
+
+
+# Imported by Python as it starts each worker (sitecustomize, from PYTHONPATH): rank 1 SIGKILLs itself as its
+# second epoch begins, once the first is saved, as a machine that runs out of memory kills a process.
+DIES_IN_EPOCH_2 = """
+import os
+import signal
+
+if os.environ.get("RANK") == "1":
+    from {{ cookiecutter.package_name }} import train
+
+    training, epochs = train.train_one_epoch, []
+
+    def dying(*args, **kwargs):
+        epochs.append(len(epochs) + 1)
+        if len(epochs) == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return training(*args, **kwargs)
+
+    train.train_one_epoch = dying
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["train", "tune"])
+def test_a_worker_killed_outright_ends_the_job_with_one_line_naming_it_and_how_to_go_on(
+    tmp_path, monkeypatch, capfd, command
+):
+    """Not the surviving rank's gloo traceback (it only saw a connection break), nor a message said to be above."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(DIES_IN_EPOCH_2)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    out = tmp_path / command
+    args = [command, "--device", "cpu", "--nproc", "2", "--model", "small_cnn", "--epochs", "2", "--batch-size", "8"]
+    args += ["--max-steps-per-epoch", "1", "--num-workers", "0", "--no-plots", "--output-dir", str(out)]
+    if command == "tune":
+        pytest.importorskip("optuna")
+        (tmp_path / "space.yaml").write_text("lr: [0.05]\n")
+        args += ["--space", str(tmp_path / "space.yaml"), "--trials", "1"]
+        again = f"the same command continues the search: {{ cookiecutter.project_slug }} {shlex.join(args)}"
+    else:
+{% if cookiecutter.use_checkpointing %}
+        config = shlex.quote(str(out / "config.yaml"))
+        again = f"continue with: {{ cookiecutter.project_slug }} train --config {config} --resume auto"
+{% else %}
+        again = "run it again"
+{% endif %}
+    assert main(args) == 128 + signal.SIGKILL
+    err = capfd.readouterr().err
+    assert [line for line in err.splitlines() if "error" in line.lower()] == [
+        f"error: worker rank 1 was killed by SIGKILL, and the job stopped; {again}"
+    ], err[-3000:]
+    assert "Traceback" not in err and "[rank0]" not in err, err[-3000:]
+{% if cookiecutter.use_checkpointing %}
+    if command == "train":  # the checkpoint named to continue from: the epoch rank 1 finished before it died
+        assert torch.load(out / "last.pt", weights_only=True)["epoch"] == 1
+{% endif %}
+{% if cookiecutter.use_checkpointing %}
+
+
+# Each worker's random streams made its own (every rank is seeded alike, so a stream restored onto the wrong rank
+# would go unseen), and with $STOP_AFTER a stop asked for on rank 1 after that many batches, as SIGTERM asks for it.
+OWN_STREAMS = """
+import os
+
+if "RANK" in os.environ:
+    import random
+    import signal
+
+    import numpy as np
+    import torch
+
+    from {{ cookiecutter.package_name }} import checkpoint, train
+
+    rank, seed_everything = int(os.environ["RANK"]), train.seed_everything
+
+    def own_streams(seed, deterministic):
+        seed_everything(seed, deterministic)
+        for _ in range(rank):
+            torch.rand(1), np.random.rand(), random.random()
+
+    train.seed_everything = own_streams
+    if rank == 1 and os.environ.get("STOP_AFTER"):
+        after_step, steps = checkpoint.Checkpoints.after_step, []
+
+        def stopping(self, progress, update):
+            steps.append(progress.step)
+            if len(steps) == int(os.environ["STOP_AFTER"]):
+                self.stop._request(signal.SIGTERM, None)
+            return after_step(self, progress, update)
+
+        checkpoint.Checkpoints.after_step = stopping
+"""
+
+
+def _same_streams(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        torch.equal(a[key], b[key]) if torch.is_tensor(a[key]) else a[key] == b[key] for key in a
+    )
+
+
+@pytest.mark.slow
+def test_two_ranks_stopped_mid_epoch_keep_their_own_state_and_resume_to_the_uninterrupted_run(
+    tmp_path, monkeypatch, capfd
+):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(OWN_STREAMS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    args = ["train", "--device", "cpu", "--nproc", "2", "--model", "small_cnn", "--epochs", "2", "--batch-size", "8"]
+    args += ["--max-steps-per-epoch", "4", "--accumulate-steps", "2", "--num-workers", "0", "--no-plots"]
+    args += ["--deterministic"]
+    straight, run = tmp_path / "straight", tmp_path / "stopped"
+    assert main([*args, "--output-dir", str(straight)]) == 0
+    monkeypatch.setenv("STOP_AFTER", "5")  # in step 1 of epoch 2: the ranks agree on a stop a step later, at step 2
+    with pytest.raises(SystemExit) as stopped:
+        main([*args, "--output-dir", str(run)])
+    assert stopped.value.code == 128 + signal.SIGTERM, capfd.readouterr().err[-3000:]
+    state = torch.load(run / "last.pt", weights_only=True)
+    assert state["epoch"] == 1 and [own["step"] for own in state["progress"]] == [2, 2]
+    progress, streams = state["progress"], state["rng"]
+    assert not torch.equal(progress[0]["loss_sum"], progress[1]["loss_sum"])  # each rank's own batches
+    assert not _same_streams(streams[0], streams[1])
+
+    monkeypatch.delenv("STOP_AFTER")
+    capfd.readouterr()
+    assert main(["train", "--config", str(run / "config.yaml"), "--resume", "auto", "--nproc", "2"]) == 0
+    assert f"resumed from {run / 'last.pt'} at step 2 of epoch 2" in capfd.readouterr().out
+    ends = [torch.load(folder / "last.pt", weights_only=True) for folder in (straight, run)]
+    assert all(_same_streams(a, b) for a, b in zip(ends[0]["rng"], ends[1]["rng"], strict=True))  # rank by rank
+    (weights, rows), (expected, expected_rows) = weights_and_metrics(run), weights_and_metrics(straight)
+    assert rows == expected_rows and all(torch.equal(weights[key], expected[key]) for key in expected)
+{% endif %}
+
+
+def _lost_then_explained() -> UserError:
+    """A UserError raised because a collective failed: tune's other ranks, once rank 0 is gone."""
+    try:
+        raise RuntimeError("[gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:1: Connection reset by peer")
+    except RuntimeError:
+        try:
+            raise UserError("rank 0 stopped the search; its message says why") from None
+        except UserError as exc:
+            return exc
+
+
+STOPPED = ", and the job stopped; {{ 'nothing was saved yet, run it again' if cookiecutter.use_checkpointing else 'run it again' }}"
+GLOO = RuntimeError("[gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:1: Connection reset by peer")
+
+
+@pytest.mark.parametrize(
+    ("exits", "said", "line", "code"),
+    [
+        # every rank met the same bad flag: it is said once, with the workers' exit code
+        ({0: 3, 1: 3}, {0: DataError("no data"), 1: DataError("no data")}, "no data", 3),
+        # rank 1 met it, and the agent stopped rank 0 before rank 0 said anything
+        ({0: -signal.SIGTERM, 1: 3}, {1: DataError("no data")}, "no data", 3),
+        # rank 1 was killed outright; rank 0 lost its connection to it
+        ({0: 1, 1: -signal.SIGKILL}, {0: GLOO}, f"worker rank 1 was killed by SIGKILL{STOPPED}", 137),
+        # rank 0 was killed; rank 1 found it gone and said so
+        (
+            {1: 2, 0: -signal.SIGKILL},
+            {1: _lost_then_explained()},
+            f"worker rank 0 was killed by SIGKILL{STOPPED}",
+            137,
+        ),
+        # rank 1 crashed with a traceback of its own, and the agent stopped rank 0 (which saved on SIGTERM)
+        ({0: 143, 1: 1}, {}, f"worker rank 1 exited with code 1 (its output is above){STOPPED}", 1),
+    ],
+)
+def test_a_failed_job_says_once_why_with_the_exit_code_of_its_cause(monkeypatch, exits, said, line, code):
+    """However the agent found the workers, and in whichever order they ended."""
+
+    def failed(launcher):
+        for rank, exc in said.items():  # as each worker's main() hands its error over
+            monkeypatch.setenv("RANK", str(rank))
+            assert distributed.worker_failed(exc) == getattr(exc, "exit_code", 1)
+        failures = {rank: ProcessFailure(rank, 1000 + rank, exitcode, "<N/A>") for rank, exitcode in exits.items()}
+        raise ChildFailedError("train", failures)
+
+    monkeypatch.setattr(distributed, "run", failed)
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # launch() extends it: undone after the test
+    with pytest.raises(UserError) as failure:
+        distributed.launch(2, ["train"], "{{ cookiecutter.package_name }}")
+    assert (str(failure.value), failure.value.exit_code) == (line, code)
+    assert distributed.REPORTS not in os.environ
 
 
 def _model() -> nn.Module:
@@ -314,7 +510,9 @@ def test_workers_restarted_by_torchrun_continue_from_the_newest_checkpoint_of_th
     assert distributed.continue_after_restart(resumed) == TrainConfig(resume="auto", output_dir="runs/b")
 
 
-@pytest.mark.parametrize(("codes", "exit_code"), [([143, 143], 143), ([138, 138], 138), ([143, 1], None)])
+@pytest.mark.parametrize(
+    ("codes", "exit_code"), [([143, 143], 143), ([138, 138], 138), ([-signal.SIGTERM, 143], 143), ([143, 1], 1)]
+)
 def test_workers_stopped_by_a_signal_end_the_launcher_with_their_code_not_as_a_failure(monkeypatch, codes, exit_code):
     """A scheduler that signals one worker of `--nproc 2`: every worker saves and exits 128 + signal."""
     failures = {rank: ProcessFailure(rank, 1000 + rank, code, "<N/A>") for rank, code in enumerate(codes)}
@@ -324,12 +522,13 @@ def test_workers_stopped_by_a_signal_end_the_launcher_with_their_code_not_as_a_f
 
     monkeypatch.setattr(distributed, "run", failed)
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # launch() extends it: undone after the test
-    with pytest.raises(SystemExit if exit_code else UserError) as stopped:
+    stop = 1 not in codes  # rank 0 stopped by the agent as it exited after rank 1: a stop too
+    with pytest.raises(SystemExit if stop else UserError) as stopped:
         distributed.launch(2, ["train"], "{{ cookiecutter.package_name }}")
-    if exit_code:
+    if stop:
         assert stopped.value.code == exit_code
-    else:
-        assert str(stopped.value) == "worker rank 0, 1 failed (its message is above); the job was stopped"
+    else:  # rank 1 failed, and rank 0 saved when the agent then stopped it: rank 1 is why
+        assert stopped.value.exit_code == exit_code and str(stopped.value).startswith("worker rank 1 exited with")
 
 
 # SLURM, without SLURM: the commands slurm.sbatch uses, as small scripts on PATH that run the job's "nodes" here.

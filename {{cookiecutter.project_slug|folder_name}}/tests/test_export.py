@@ -3,8 +3,11 @@ preprocessing a consumer needs, and predicts as the weights do."""
 
 import csv
 import fcntl
+import hashlib
 import json
+import math
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -15,6 +18,9 @@ import pytest
 import torch
 from PIL import Image
 
+{% if cookiecutter.use_checkpointing %}
+from {{ cookiecutter.package_name }} import checkpoint
+{% endif %}
 from {{ cookiecutter.package_name }} import export as export_module
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import EXPORT_FORMATS, EXPORT_TOLERANCE, TrainConfig
@@ -76,6 +82,105 @@ def test_each_format_gives_pytorchs_logits_at_any_batch_size_and_carries_its_pre
         assert metadata["preprocessing"] == given and metadata["classes"] == classes
         assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param  # a named, dynamic batch axis
         assert proto.opset_import[0].version >= 18
+    assert carried_copy(out, file_format) == sidecar  # read back by the format's own runtime
+    digest = hashlib.sha256(small_cnn_weights.read_bytes()).hexdigest()
+    assert sidecar["source"] == {"weights": "model.pt", "sha256": digest}
+
+    image = tmp_path / "one.png"
+    Image.new("RGB", (40, 30), (90, 160, 20)).save(image)
+    sidecar_path(out).write_text(json.dumps(sidecar | {"classes": classes[::-1]}))  # the same names, each elsewhere
+    assert main(["predict", "--model-file", str(out), str(image), "--output", str(tmp_path / "p.csv")]) == 4
+    err = capsys.readouterr().err
+    assert f"error: {sidecar_path(out)} is not the sidecar {out} was exported with (they differ in classes)" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "p.csv").exists()
+
+
+def carried_copy(out: Path, file_format: str) -> dict:
+    """The sidecar that an exported file carries inside: ONNX metadata, or a preprocessing.json in the archive."""
+    if file_format == "onnx":
+        return {entry.key: json.loads(entry.value) for entry in onnx.load(str(out)).metadata_props}
+    extra = {"preprocessing.json": ""}
+    if file_format == "torchscript":
+        torch.jit.load(out, _extra_files=extra)
+    else:
+        torch.export.load(out, extra_files=extra)
+    return json.loads(extra["preprocessing.json"])
+
+
+def copied_run(weights: Path, to: Path, change=None) -> Path:
+    """The run folder of `weights` copied, its model.pt changed in place by `change` (a function of the state)."""
+    shutil.copytree(weights.parent, to)
+    if change:
+        state = torch.load(to / "model.pt", weights_only=True)
+        change(state)
+        torch.save(state, to / "model.pt")
+    return to / "model.pt"
+
+
+def test_a_file_replaced_by_another_runs_export_is_refused_in_one_line(small_cnn_weights, tmp_path, capsys):
+    """Two runs of one config have the same classes and preprocessing: the weights' digest tells their files apart."""
+    ours = copied_run(small_cnn_weights, tmp_path / "a")
+    theirs = copied_run(small_cnn_weights, tmp_path / "b", lambda state: state["fc.bias"].add_(0.5))
+    mine, other = (export_model(str(weights), "torchscript") for weights in (ours, theirs))
+    image = tmp_path / "one.png"
+    Image.new("RGB", (32, 32), (20, 90, 200)).save(image)
+    predict = ["predict", "--model-file", str(mine), str(image), "--output", str(tmp_path / "p.csv")]
+    assert main(predict) == 0
+    capsys.readouterr()
+    shutil.copyfile(other, mine)  # cp b/model.torchscript.pt a/model.torchscript.pt
+    assert main(predict) == 4
+    err = capsys.readouterr().err
+    assert f"error: {sidecar_path(mine)} is not the sidecar {mine} was exported with (they differ in source)" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("broken", ["one logit off", "two classes swapped"])
+def test_an_export_off_in_one_logit_or_with_two_classes_swapped_is_refused(
+    small_cnn_weights, tmp_path, monkeypatch, capsys, broken
+):
+    images = validation_images(small_cnn_weights)[: export_module.PARITY_IMAGES]
+    with torch.no_grad():
+        logits = load_run(str(small_cnn_weights), CPU)[2](images)
+    assert (logits[:, 0] - logits[:, 1]).abs().max() > 2 * EXPORT_TOLERANCE  # the two classes' logits differ
+
+    def wrong(path, file_format):
+        run = load_exported(path, file_format)
+
+        def logits_of(batch):
+            found = run(batch).clone()
+            if broken == "one logit off":
+                found[-1, -1] += 2 * EXPORT_TOLERANCE  # one image, one class
+            else:
+                found[:, [0, 1]] = found[:, [1, 0]]
+            return found
+
+        return logits_of
+
+    monkeypatch.setattr(export_module, "load_exported", wrong)
+    out = tmp_path / "model.pt2"
+    args = ["--format", "exported-program", "--output", str(out)]
+    assert main(["export", "--weights", str(small_cnn_weights), *args]) == 4
+    assert "error: the exported-program file's logits differ from PyTorch's by up to" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_of_data_resized_larger_than_its_crop_predicts_as_its_weights(image_folder, tmp_path):
+    """Photos are resized to more than the crop, then cropped: the sidecar must give both sizes, each in its place."""
+    cfg = TrainConfig(
+        data=str(image_folder), image_size=24, epochs=1, batch_size=4, device="cpu", plots=False,
+        output_dir=str(tmp_path / "run"), num_workers=0,
+    )  # fmt: skip
+    weights = trained(cfg, "small_cnn")
+    out = export_model(str(weights), "torchscript", str(tmp_path / "model.pt"))
+    given = json.loads(sidecar_path(out).read_text())["preprocessing"]
+    assert given["crop"] == 24 < given["resize"]
+    image = tmp_path / "wide.png"
+    pixels = torch.randint(0, 256, (30, 70, 3), generator=torch.Generator().manual_seed(3), dtype=torch.uint8)
+    Image.fromarray(pixels.numpy()).save(image)
+    args = ["--top-k", "2"]
+    expected = top_class(["--weights", str(weights), "--device", "cpu", *args], image, tmp_path / "weights.csv")
+    found = top_class(["--model-file", str(out), *args], image, tmp_path / "exported.csv")
+    assert found[0] == expected[0] and found[1] == pytest.approx(expected[1], abs=1e-5)
 
 
 @pytest.mark.slow
@@ -158,13 +263,17 @@ def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_
     sidecar = describe(load_run(weights, CPU)[0], ["a", "b"], "exported-program")
     (tmp_path / "model.pt2.json").write_text(json.dumps(sidecar))
     real = export_model(weights, "onnx", str(tmp_path / "real.onnx"))
-    sidecar_path(real).write_text(json.dumps(sidecar))  # two classes: the file gives ten scores
-    odd = [("odd", "classes", "ab"), ("nan", "mean", [float("nan")] * 3), ("huge", "resize", 100_000)]
+    sidecar_path(real).write_text(json.dumps(sidecar))  # not the one it carries: two classes, and others
+    odd = [("odd", "classes", "ab"), ("nan", "mean", [float("nan")] * 3), ("huge", "resize", 100_000),
+           ("far", "mean", [1e300, 0, 0]), ("flat", "std", [0.2, 0, 0.2]),
+           ("tiny", "std", [1e-300, 0.2, 0.2])]  # fmt: skip
     for name, key, value in odd:
         (tmp_path / f"{name}.onnx").write_bytes(real.read_bytes())
         changed = json.loads(json.dumps(sidecar))
         (changed if key == "classes" else changed["preprocessing"])[key] = value
         sidecar_path(tmp_path / f"{name}.onnx").write_text(json.dumps(changed))
+    (tmp_path / "deep.onnx").write_bytes(real.read_bytes())
+    sidecar_path(tmp_path / "deep.onnx").write_text("[" * 100_000 + "]" * 100_000)
     image = tmp_path / "one.png"
     Image.new("RGB", (8, 8)).save(image)
     beside = export_model(weights, "torchscript")  # in the run folder, where evaluate reads its config
@@ -178,10 +287,14 @@ def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_
         (["predict", "--model-file", str(tmp_path / "model.pt2"), str(image)], "is not a readable exported-program"),
         (["predict", "--model-file", str(tmp_path / "model.bin"), str(image)], "an exported file is .onnx (onnx)"),
         (["predict", "--model-file", str(tmp_path / "model.pt2"), "--tta", str(image)], "--tta works with --weights"),
-        (["predict", "--model-file", str(real), str(image)], "gives 10 class scores, its sidecar names 2 classes"),
+        (["predict", "--model-file", str(real), str(image)], "real.onnx.json is not the sidecar"),
         (["predict", "--model-file", str(tmp_path / "odd.onnx"), str(image)], "its classes are not a list of names"),
         (["predict", "--model-file", str(tmp_path / "nan.onnx"), str(image)], "its mean is not three finite numbers"),
         (["predict", "--model-file", str(tmp_path / "huge.onnx"), str(image)], "not whole numbers from 1 to 4096"),
+        (["predict", "--model-file", str(tmp_path / "far.onnx"), str(image)], "mean is not three numbers from -1000"),
+        (["predict", "--model-file", str(tmp_path / "flat.onnx"), str(image)], "std is not three numbers from 0.001"),
+        (["predict", "--model-file", str(tmp_path / "tiny.onnx"), str(image)], "std is not three numbers from 0.001"),
+        (["predict", "--model-file", str(tmp_path / "deep.onnx"), str(image)], "it is nested deeper than a sidecar"),
         (["export", "--weights", weights, "--format", "onnx", "--tolerance", "-1"], "--tolerance must be a number"),
         (["export", "--weights", weights, "--format", "onnx"], "is in use by a training run or another export"),
         (["evaluate", "--weights", str(beside), "--device", "cpu"], "is an exported file, not weights; run it with"),
@@ -194,6 +307,16 @@ def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_
         assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (args, err)
     os.close(held)
     assert (tmp_path / "notes.onnx").read_text() == "mine"
+    assert not Path("predictions.csv").exists()  # none of them predicted
+
+    proto = onnx.load(str(real))  # a file from elsewhere, that carries no sidecar: its own scores are checked
+    del proto.metadata_props[:]
+    onnx.save(proto, str(real))
+    assert main(["predict", "--model-file", str(real), str(image)]) == 4
+    assert capsys.readouterr().err.splitlines() == [
+        f"note: {real} carries no copy of its sidecar; {sidecar_path(real)} is taken as it is",
+        f"error: {real} gives 10 class scores, its sidecar names 2 classes; export again",
+    ]
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # not installed
     (tmp_path / "notes.onnx.json").write_text(json.dumps(sidecar))
@@ -244,6 +367,41 @@ def top_class(args: list[str], image: Path, output: Path) -> tuple[str, float]:
     return row["class_1"], float(row["probability_1"])
 
 
+def test_predict_names_the_files_of_a_folder_that_are_no_images(small_cnn_weights, tmp_path, capsys):
+    folder = tmp_path / "photos"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("0.png", "sub/1.png"):
+        Image.new("RGB", (32, 32), (200, 30, 30)).save(folder / name)
+    for name in ("notes.txt", "labels.csv", "sub/readme.md", "x.json"):
+        (folder / name).write_text("no image")
+    args = ["predict", "--weights", str(small_cnn_weights), "--device", "cpu", "--output", str(tmp_path / "p.csv")]
+    assert main([*args, str(folder)]) == 0
+    others = ", ".join(str(folder / name) for name in ("labels.csv", "notes.txt", "sub/readme.md"))
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"4 file(s) that are not images by their names skipped: {others}, ..."
+    assert len(err) == 2 and err[1].startswith("2 predictions written")
+    assert main([*args, str(folder / "sub" / "readme.md"), str(folder / "sub")]) == 0  # a file named: an image or not
+    assert "1 unreadable file(s) skipped" in capsys.readouterr().err
+    shutil.rmtree(folder / "sub")
+    (folder / "0.png").unlink()
+    assert main([*args, str(folder)]) == 3
+    err = capsys.readouterr().err
+    assert err.strip().endswith(f"error: no images in {folder}; 3 file(s) that are not images by their names skipped: "
+                                f"{folder / 'labels.csv'}, {folder / 'notes.txt'}, {folder / 'x.json'}")  # fmt: skip
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_weights_that_give_no_finite_scores_predict_nothing(small_cnn_weights, tmp_path, capsys):
+    weights = copied_run(small_cnn_weights, tmp_path / "run", lambda state: state["fc.bias"].fill_(math.nan))
+    image = tmp_path / "one.png"
+    Image.new("RGB", (32, 32)).save(image)
+    output = tmp_path / "p.csv"
+    assert main(["predict", "--weights", str(weights), "--device", "cpu", str(image), "--output", str(output)]) == 4
+    err = capsys.readouterr().err
+    assert f"error: the model's scores for {image} are not all finite numbers; no predictions were written" in err
+    assert len(err.strip().splitlines()) == 1 and not output.exists()
+
+
 def test_the_tolerance_is_stated_in_the_help(capsys):
     with pytest.raises(SystemExit):
         main(["export", "--help"])
@@ -251,7 +409,29 @@ def test_the_tolerance_is_stated_in_the_help(capsys):
 {% if cookiecutter.use_checkpointing %}
 
 
-def test_a_checkpoint_exports_as_the_weights_do(small_cnn_weights, tmp_path):
+def test_a_checkpoint_exports_as_the_weights_do(small_cnn_weights, tmp_path, capsys):
     out = export_model(str(small_cnn_weights.with_name("last.pt")), "onnx", str(tmp_path / "last.onnx"))
-    assert json.loads(sidecar_path(out).read_text())["classes"] == load_run(str(small_cnn_weights), CPU)[1]
+    sidecar = json.loads(sidecar_path(out).read_text())
+    assert sidecar["classes"] == load_run(str(small_cnn_weights), CPU)[1]
+    assert "mid_epoch" not in sidecar["source"] and "mid-epoch" not in capsys.readouterr().err  # an epoch's end
+
+
+def test_a_mid_epoch_checkpoint_exports_with_a_notice_and_its_sidecar_says_so(tiny_config, tmp_path, capsys):
+    cfg = replace(tiny_config, model="small_cnn", checkpoint_every="1")
+    with pytest.raises(KeyboardInterrupt), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checkpoint.Checkpoints, "save_epoch", _interrupted)
+        train(cfg)
+    last = Path(cfg.output_dir) / "last.pt"
+    state = torch.load(last, weights_only=True)
+    assert (state["epoch"], state["progress"][0]["step"]) == (0, 2)  # step 2 of epoch 1
+    capsys.readouterr()
+    out = export_model(str(last), "torchscript", str(tmp_path / "snapshot.pt"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"note: {last} is a mid-epoch snapshot (step 2 of epoch 1): its weights were never validated; "
+                   "the sidecar says so"]  # fmt: skip
+    assert json.loads(sidecar_path(out).read_text())["source"]["mid_epoch"] == "step 2 of epoch 1"
+
+
+def _interrupted(self) -> None:
+    raise KeyboardInterrupt  # where the epoch would be saved: the mid-epoch checkpoint of its last step stays
 {% endif %}

@@ -11,23 +11,36 @@ and that a failing tracker never costs the training run.
 """
 
 import csv
+{% if cookiecutter.tracker == "mlflow" %}
+import dataclasses
+{% endif %}
 import errno
-{% if tb %}
+{% if cookiecutter.tracker in ("mlflow", "wandb") %}
+import json
+{% endif %}
+{% if cookiecutter.tracker in ("tensorboard", "mlflow") %}
 import os
 {% endif %}
+{% if cookiecutter.tracker == "mlflow" %}
+import re
+import subprocess
+import sys
+{% endif %}
 {% if cookiecutter.tracker == "wandb" %}
-import json
 import struct
 {% endif %}
 {% if tb %}
 import threading
 {% endif %}
-{% if tb and ckpt %}
+{% if (tb and ckpt) or cookiecutter.tracker == "wandb" %}
 import time
 {% endif %}
 from dataclasses import replace
 from pathlib import Path
 
+{% if cookiecutter.tracker == "mlflow" %}
+import optuna
+{% endif %}
 import pytest
 import torch
 {% if cookiecutter.tracker == "wandb" %}
@@ -46,7 +59,29 @@ from wandb.proto import wandb_internal_pb2
 {% endif %}
 
 from {{ cookiecutter.package_name }} import tracking
+{% if cookiecutter.tracker in ("mlflow", "wandb") %}
+from {{ cookiecutter.package_name }} import train as train_module
+{% endif %}
+{% if cookiecutter.tracker == "mlflow" %}
+{% if cookiecutter.use_distributed %}
+from {{ cookiecutter.package_name }}.cli import main
+{% endif %}
+from {{ cookiecutter.package_name }}.config import make_config
+{% endif %}
 from {{ cookiecutter.package_name }}.train import train
+{% if cookiecutter.tracker == "mlflow" %}
+from {{ cookiecutter.package_name }}.tune import tune
+
+EXPERIMENT = "{{ cookiecutter.project_slug | escaped }}"  # the project's experiment: --experiment's default
+# what each epoch logs (metrics.csv's columns but the epoch), by the names the MLflow UI shows
+METRICS = {"loss/train", "loss/val", "accuracy/train", "accuracy/val", "lr/base", "seconds"}
+{% if cookiecutter.use_grad_clipping %}
+METRICS |= {"grad_norm"}  # the mean gradient norm before clipping
+{% endif %}
+{% if cookiecutter.use_ema %}
+METRICS |= {"loss/ema_val", "accuracy/ema_val"}
+{% endif %}
+{% endif %}
 
 
 def metrics_csv(run: Path) -> list[dict]:
@@ -307,6 +342,157 @@ def test_a_resumed_run_replaces_what_a_killed_run_logged_after_its_checkpoint(tr
     in_a_new_second()
     train(replace(tracked, epochs=2, resume="auto"))
     assert_history_is_metrics_csv(tracked)  # epoch 2 once: the resumed run's
+{% endif %}
+{% endif %}
+{% if cookiecutter.tracker == "wandb" %}
+
+
+def config_once_written(run: Path) -> dict:
+    """The config in the offline run as soon as W&B's service process has written it (a moment after init)."""
+    deadline = time.monotonic() + 120  # bounds a failure; success returns as soon as the record is there
+    while not logged(run, "run") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return logged_config(run)
+{% endif %}
+{% if cookiecutter.tracker in ("mlflow", "wandb") %}
+
+
+def test_a_run_is_tracked_with_its_config_from_its_start(tracked, monkeypatch):
+    """A run killed in its first epoch shows in the tracker, with the config it ran with."""
+    seen, first_epoch = [], train_module.train_one_epoch
+
+    def looking_at_the_tracker(*args, **kwargs):
+{% if cookiecutter.tracker == "mlflow" %}
+        seen.append(the_run(tracked))  # what a run killed now leaves in the store
+{% else %}
+        seen.append(config_once_written(Path(tracked.output_dir)))  # what a run killed now leaves in its offline run
+{% endif %}
+        return first_epoch(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train_one_epoch", looking_at_the_tracker)
+    train(tracked)
+{% if cookiecutter.tracker == "mlflow" %}
+    (run,) = seen
+    assert run.info.status == "RUNNING" and run.info.run_name == "run"
+    logged = dict(run.data.params)
+{% else %}
+    (logged,) = seen
+{% endif %}
+    logged.pop("output_dir")
+    assert logged == as_logged(saved_config(Path(tracked.output_dir)))
+{% endif %}
+{% if cookiecutter.tracker == "mlflow" %}
+
+
+@pytest.mark.parametrize(
+    ("stop", "status", "why"),
+    [
+        (optuna.TrialPruned(), "KILLED", "pruned"),  # how tune stops a trial
+        (SystemExit(143), "KILLED", "interrupted"),  # a signal's stop, saved to resume
+        (RuntimeError("CUDA out of memory"), "FAILED", "RuntimeError: CUDA out of memory"),
+    ],
+)
+def test_a_run_that_raises_ends_its_tracked_run_saying_why(tracked, stop, status, why):
+    def after_epoch(rows):
+        raise stop
+
+    with pytest.raises(type(stop)):
+        train(replace(tracked, epochs=2), after_epoch=after_epoch)
+    run = the_run(tracked)
+    assert run.info.status == status and run.data.tags["stopped"] == why and run.info.end_time
+    assert [metric.step for metric in store(tracked).get_metric_history(run.info.run_id, "loss/train")] == [1]
+
+
+def test_runs_in_one_store_are_each_a_tracked_run_of_the_projects_experiment(tracked, tmp_path):
+    for name, epochs in (("first", 1), ("second", 2)):
+        train(replace(tracked, epochs=epochs, output_dir=str(tmp_path / name)))
+    client = store(tracked)
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    runs = {run.info.run_name: run for run in client.search_runs([experiment.experiment_id])}
+    assert sorted(runs) == ["first", "second"]
+    for name, epochs in (("first", 1), ("second", 2)):
+        run = runs[name]
+        assert set(run.data.metrics) == METRICS and run.info.status == "FINISHED"
+        assert run.data.params["output_dir"] == str(tmp_path / name)
+        history = client.get_metric_history(run.info.run_id, "accuracy/val")
+        assert [metric.step for metric in history] == list(range(1, epochs + 1))
+
+
+@pytest.mark.parametrize("form", ["folder", "sqlite uri"])
+def test_the_store_mlflow_tracking_uri_names_is_the_runs(tiny_config, tmp_path, monkeypatch, form):
+    folder = tmp_path / "from-env"
+    uri = str(folder) if form == "folder" else f"sqlite:///{tmp_path / 'env.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)  # where MLflow keeps an SQLite URI's artifacts: ./mlruns
+    train(tiny_config)  # no --tracking-uri
+    client = MlflowClient(f"sqlite:///{folder / 'mlflow.db'}" if form == "folder" else uri)
+    (run,) = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id])
+    assert run.info.run_name == "run" and run.info.status == "FINISHED" and "accuracy/val" in run.data.metrics
+
+
+TOGETHER = """
+import json, sys, time
+from pathlib import Path
+from {{ cookiecutter.package_name }} import tracking
+from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.train import train
+
+meeting, name, cfg = Path(sys.argv[1]), sys.argv[2], TrainConfig(**json.loads(sys.argv[3]))
+start = tracking.Tracker.start
+
+
+def together(self, first_epoch):
+    (meeting / name).touch()
+    while len(list(meeting.iterdir())) < 2:  # the other run is here too
+        time.sleep(0.001)
+    start(self, first_epoch)
+
+
+tracking.Tracker.start = together
+train(cfg)
+"""
+
+
+def test_two_runs_starting_together_in_a_new_store_are_both_tracked(tracked, tmp_path):
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(tracking.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    runs = {}
+    for name in ("one", "two"):  # both open the store at the same moment, before it exists
+        cfg = json.dumps(dataclasses.asdict(replace(tracked, output_dir=str(tmp_path / name))))
+        command = [sys.executable, "-c", TOGETHER, str(meeting), name, cfg]
+        runs[name] = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for name, run in runs.items():
+        err = run.communicate(timeout=300)[1]
+        assert run.returncode == 0 and "MLflow failed" not in err, (name, err[-2000:])
+    client = store(tracked)
+    tracked_runs = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id])
+    assert sorted(run.info.run_name for run in tracked_runs) == ["one", "two"]
+    assert all(run.info.status == "FINISHED" and set(run.data.metrics) == METRICS for run in tracked_runs)
+
+
+def test_a_retrain_from_tunes_best_yaml_is_tracked_as_a_run_of_the_projects_experiment(tracked, tmp_path, monkeypatch):
+    space = tmp_path / "space.yaml"
+    space.write_text("lr: [0.05]\n")
+    tune(replace(tracked, output_dir=str(tmp_path / "tune")), str(space), trials=1, timeout=None, startup_trials=5)
+    monkeypatch.chdir(tmp_path)  # the retrain's run folder: runs/<date-time> here, as for any run
+    train(make_config({}, str(tmp_path / "tune" / "best.yaml")))
+    client = store(tracked)
+    experiments = {experiment.name: experiment.experiment_id for experiment in client.search_experiments()}
+    names = {name: [run.info.run_name for run in client.search_runs([id])] for name, id in experiments.items()}
+    (retrain,) = names[EXPERIMENT]
+    assert re.fullmatch(r"\d{8}-\d{6}", retrain) and (tmp_path / "runs" / retrain / "model.pt").is_file()
+    assert names[f"{EXPERIMENT}-tune"] == ["trial-000"]  # the tune's trials, apart
+{% if cookiecutter.use_distributed %}
+
+
+def test_two_processes_make_one_tracked_run_with_every_epoch(tracked):
+    args = ["train", "--device", "cpu", "--nproc", "2", "--epochs", "2", "--max-steps-per-epoch", "2", "--no-plots"]
+    args += ["--batch-size", "8", "--num-workers", "0", "--output-dir", tracked.output_dir]
+    assert main([*args, "--tracking-uri", tracked.tracking_uri]) == 0
+    assert_history_is_metrics_csv(tracked)  # one run: rank 0's, epochs 1 and 2 once each
+    run = the_run(tracked)
+    assert run.info.run_name == "run" and run.info.status == "FINISHED" and set(run.data.metrics) == METRICS
 {% endif %}
 {% endif %}
 

@@ -40,6 +40,28 @@ def test_a_run_writes_resolved_config_metrics_and_weights(tiny_config, tmp_path)
     assert answers["package_name"] == "{{ cookiecutter.package_name }}"
 
 
+def test_the_last_line_names_the_file_that_holds_each_figure(tiny_config, tmp_path, capsys, monkeypatch):
+    """Epoch 1 validates best: its figure belongs to {{ 'best.pt' if cookiecutter.use_checkpointing else 'no file' }}, model.pt's to epoch 2."""
+    from {{ cookiecutter.package_name }} import train as train_module
+
+    epochs_done, evaluate = [], train_module.evaluate
+    scripted = lambda *args: evaluate(*args) | {"val_acc": 0.25 if epochs_done else 0.75}  # noqa: E731
+    monkeypatch.setattr(train_module, "evaluate", scripted)
+    train(replace(tiny_config, epochs=2), after_epoch=epochs_done.append)
+    run = tmp_path / "run"
+    line, final = capsys.readouterr().out.splitlines()[-1], f"last val_acc 0.2500 (epoch 2): {run / 'model.pt'}"
+{% if cookiecutter.use_checkpointing %}
+    assert line.endswith(f"best val_acc 0.7500 (epoch 1): {run / 'best.pt'}; {final}"), line
+    assert torch.load(run / "best.pt", weights_only=True)["epoch"] == 1
+    last = torch.load(run / "last.pt", weights_only=True)
+    assert last["epoch"] == 2
+    model = torch.load(run / "model.pt", weights_only=True)
+    assert all(torch.equal(model[name], value) for name, value in last["model"].items())
+{% else %}
+    assert line.endswith(f"best val_acc 0.7500 (epoch 1; no file keeps its weights); {final}"), line
+{% endif %}
+
+
 def test_same_seed_gives_identical_metrics(tiny_config, tmp_path):
     first = train(replace(tiny_config, output_dir=str(tmp_path / "a")))["metrics"]
     second = train(replace(tiny_config, output_dir=str(tmp_path / "b")))["metrics"]

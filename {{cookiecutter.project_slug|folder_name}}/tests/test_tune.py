@@ -4,6 +4,7 @@ whose best.yaml trains the best trial again."""
 
 import csv
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,12 +13,13 @@ from pathlib import Path
 
 import optuna
 import pytest
+{% if ckpt %}
+import torch
+{% endif %}
 import yaml
 
 from {{ cookiecutter.package_name }} import tune as tune_module
-{% if cookiecutter.use_distributed %}
 from {{ cookiecutter.package_name }}.cli import main
-{% endif %}
 from {{ cookiecutter.package_name }}.config import make_config
 from {{ cookiecutter.package_name }}.errors import DataError, OutputError, UserError
 from {{ cookiecutter.package_name }}.train import train
@@ -37,6 +39,12 @@ def space_file(tmp_path: Path, text: str) -> str:
     path = tmp_path / "space.yaml"
     path.write_text(text)
     return str(path)
+
+
+def new_study(folder: Path) -> optuna.Study:
+    """The study a tune into `folder` opens, made beforehand to plant trials in it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return optuna.create_study(storage=f"sqlite:///{folder / 'study.db'}", study_name=STUDY, direction="maximize")
 
 
 def trials_csv(folder: Path) -> list[dict]:
@@ -75,6 +83,25 @@ def test_the_same_seed_searches_the_same_way(searched, tmp_path):
         tune(replace(searched, epochs=1, output_dir=str(tmp_path / name)), space, 2, None, 5)
         proposals.append([row["param_lr"] for row in trials_csv(tmp_path / name)])
     assert proposals[0] == proposals[1]
+
+
+def test_a_search_continued_by_a_second_tune_proposes_anew_and_reports_each_epoch_to_the_pruner(searched, tmp_path):
+    space = space_file(tmp_path, "lr: {low: 0.01, high: 0.1, log: true}\n")
+    cfg = replace(searched, epochs=2, max_steps_per_epoch=2)
+    tune(cfg, space, 2, None, 5)
+    tune(cfg, space, 3, None, 5)  # one more trial
+    folder = Path(cfg.output_dir)
+    trials = optuna.load_study(storage=f"sqlite:///{folder / 'study.db'}", study_name=STUDY).trials
+    assert [trial.state.name for trial in trials] == ["COMPLETE"] * 3
+    # what Optuna's TPE, seeded past the proposals already made and given the trials so far, proposes next
+    sampler = optuna.samplers.TPESampler(seed=cfg.seed + 2)
+    fresh = optuna.create_study(direction="maximize", sampler=sampler)
+    fresh.add_trials(trials[:2])
+    assert fresh.ask(load_space(space)).params == trials[2].params
+    assert trials[2].params["lr"] not in (trials[0].params["lr"], trials[1].params["lr"])  # no proposal replayed
+    for trial in trials:  # the pruner saw each epoch's val_acc, as metrics.csv has it
+        epochs = metrics(folder / trial.user_attrs["folder"])
+        assert trial.intermediate_values == {int(epoch["epoch"]): float(epoch["val_acc"]) for epoch in epochs}
 
 
 def test_a_trial_told_to_do_badly_is_pruned_at_its_first_epoch(searched, tmp_path):
@@ -161,12 +188,31 @@ def test_the_search_space_shipped_with_the_project_is_valid():
         ("lr: {low: 0.01, high: 0.1, step: 0}\n", "a step a number between 0 and high - low"),
         ("lr: {low: 0.01, high: 0.1, step: 1.0}\n", "a step a number between 0 and high - low"),
         ("lr: {low: 0.01, high: 0.1, log: 'false'}\n", "log must be true or false"),
+        ("lr: {low: 0.01, high: 0.1, step: 1.0e-300}\n", "lr: step 1e-300 is too small for 0.01 to 0.1; use a larger"),
+        ("lr: [0.1]\nweight_decay: [0.0]\nlr: [0.2]\n", ": lr is given twice (lines 1 and 3); keep one"),
+        ("lr: {low: 0.01, high: 0.1, low: 0.02}\n", ": low is given twice (line 1); keep one"),
+        ("lr: {low: 0.01, high: 1.0e300}\n", "lr: high 1.0e300 is read as text, not a number; write it as 1.0e+300"),
+        ("lr: [0.01, 1e-3]\n", "lr: the choice 1e-3 is read as text, not a number; write it as 1.0e-3"),
     ],
 )
 def test_a_bad_search_space_is_one_line(tmp_path, text, message):
     with pytest.raises(UserError) as raised:
         load_space(space_file(tmp_path, text))
     assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_load_space_builds_optunas_own_distributions(tmp_path):
+    text = "lr: {low: 0.001, high: 0.1, log: true}\nmomentum: {low: 0.5, high: 0.9, step: 0.1}\n"
+    text += "epochs: {low: 2, high: 8, step: 3}\nbatch_size: {low: 8, high: 64, log: true}\n"
+    text += "optimizer: [sgd, adamw]\nweight_decay: [0.0, 0.001]\n"
+    assert load_space(space_file(tmp_path, text)) == {
+        "lr": optuna.distributions.FloatDistribution(0.001, 0.1, log=True),
+        "momentum": optuna.distributions.FloatDistribution(0.5, 0.9, step=0.1),
+        "epochs": optuna.distributions.IntDistribution(2, 8, step=3),
+        "batch_size": optuna.distributions.IntDistribution(8, 64, log=True),
+        "optimizer": optuna.distributions.CategoricalDistribution(["sgd", "adamw"]),
+        "weight_decay": optuna.distributions.CategoricalDistribution([0.0, 0.001]),
+    }
 
 
 def test_a_bad_flag_every_trial_shares_stops_the_search_and_costs_no_trial(searched, tmp_path):
@@ -179,12 +225,128 @@ def test_a_bad_flag_every_trial_shares_stops_the_search_and_costs_no_trial(searc
     assert rows[0]["param_lr"] == rows[1]["param_lr"] and rows[0]["epochs"] == "0"  # its values; figures: the run's
 
 
+def test_a_trial_whose_own_values_cannot_run_fails_with_its_reason_and_the_search_goes_on(searched, tmp_path):
+    """A batch larger than the data, a misspelt model, images too small for it: that trial's values, not the
+    search's; every rerun retried them, and a space without them crashed in Optuna."""
+    space = space_file(tmp_path, "batch_size: [16, 4096]\nmodel: [small_cnn, resnet81]\nimage_size: [2, 32]\n")
+    folder = Path(searched.output_dir)
+    study = new_study(folder)
+    good = {"batch_size": 16, "model": "small_cnn", "image_size": 32}
+    for bad in ({"batch_size": 4096}, {"model": "resnet81"}, {"image_size": 2}, {}):
+        study.enqueue_trial(good | bad)
+    tune(replace(searched, epochs=1), space, 4, None, 5)
+    rows = trials_csv(folder)
+    assert [row["state"] for row in rows] == ["FAIL", "FAIL", "FAIL", "COMPLETE"]
+    assert re.fullmatch(r"--batch-size 4096 exceeds the \d+ training images; lower it", rows[0]["reason"])
+    assert rows[1]["reason"].startswith("unknown model 'resnet81'") and "2 px images" in rows[2]["reason"]
+    assert rows[3]["reason"] == "" and (folder / "trial-003" / "model.pt").is_file()
+    tune(replace(searched, epochs=1), space, 4, None, 5)  # four finished: nothing runs again
+    assert len(trials_csv(folder)) == 4
+    fewer = tmp_path / "fewer.yaml"
+    fewer.write_text("batch_size: [16]\nmodel: [small_cnn, resnet81]\nimage_size: [2, 32]\n")
+    with pytest.raises(UserError, match=r"\(differs in: the search space\)"):  # not Optuna's ValueError
+        tune(replace(searched, epochs=1), str(fewer), 5, None, 5)
+
+
+def test_a_trial_whose_loss_diverges_fails_with_its_reason_and_the_search_goes_on(searched, tmp_path):
+    space = space_file(tmp_path, "lr: [1.0e+10, 0.05]\n")
+    study = new_study(Path(searched.output_dir))
+    for lr in (1.0e10, 0.05):
+        study.enqueue_trial({"lr": lr})
+    tune(replace(searched, epochs=1), space, 2, None, 5)
+    rows = trials_csv(Path(searched.output_dir))
+    assert [(row["state"], row["epochs"], row["folder"]) for row in rows] == [
+        ("FAIL", "0", "trial-000"),
+        ("COMPLETE", "1", "trial-001"),
+    ]
+    assert re.match(r"epoch 1: the training loss became NaN or infinite at step \d+", rows[0]["reason"])
+
+
+def test_a_tune_killed_before_its_trial_had_a_folder_goes_on_and_counts_that_trial_for_nothing(searched, tmp_path):
+    """Killed between asking the study for a trial and naming the trial's folder: the next tune stopped on the
+    missing folder, and the one after kept a phantom trial, counted among --trials."""
+    space = space_file(tmp_path, "lr: [0.05]\n")
+    folder = Path(searched.output_dir)
+    new_study(folder).ask(load_space(space))  # RUNNING, with its values and no folder
+    tune(replace(searched, epochs=1), space, 1, None, 5)
+    tune(replace(searched, epochs=1), space, 1, None, 5)  # one trial finished: nothing more to run
+    rows = trials_csv(folder)
+    assert [(row["state"], row["folder"], row["epochs"], row["reason"]) for row in rows] == [
+        ("FAIL", "", "0", "killed before it started"),
+        ("COMPLETE", "trial-001", "1", ""),
+    ]
+    assert sorted(path.name for path in folder.iterdir() if path.is_dir()) == ["trial-001"]
+
+
+def test_a_study_db_cut_short_or_emptied_is_one_line_naming_it(searched, tmp_path):
+    space = space_file(tmp_path, "lr: [0.05]\n")
+    folder = Path(searched.output_dir)
+    study = new_study(folder)
+    for _ in range(3):
+        study.tell(study.ask(load_space(space)), 0.5)
+    (folder / "trial-000").mkdir()
+    whole = (folder / "study.db").read_bytes()
+    for cut, said in ((len(whole) // 2, "cannot be read as a study ("), (0, "holds no trials, but")):
+        (folder / "study.db").write_bytes(whole[:cut])  # half copied; emptied (a new study would take trial-000's)
+        with pytest.raises(OutputError) as raised:
+            tune(searched, space, 1, None, 5)
+        message = str(raised.value)
+        assert message.startswith(f"{folder / 'study.db'} {said}") and "\n" not in message
+    assert sorted(path.name for path in folder.iterdir()) == ["study.db", "trial-000"]  # nothing trained
+
+
+def test_the_table_and_best_yaml_name_the_file_with_the_best_epochs_weights(searched, tmp_path):
+    """A trial's figure is its best epoch's; model.pt holds its last."""
+    folder = Path(searched.output_dir)
+{% if ckpt %}
+    tune(replace(searched, epochs=3, max_steps_per_epoch=2), space_file(tmp_path, "lr: [0.3, 0.05]\n"), 2, None, 5)
+    rows = trials_csv(folder)
+    for row in rows:
+        epochs = [float(epoch["val_acc"]) for epoch in metrics(folder / row["folder"])]
+        kept = torch.load(folder / row["folder"] / "best.pt", weights_only=True)["epoch"]  # what best.pt holds
+        assert int(row["best_epoch"]) == epochs.index(max(epochs)) + 1 == kept and row["weights"] == "best.pt"
+    best = max(rows, key=lambda row: float(row["best_val_acc"]))
+    name, epoch = best["folder"], best["best_epoch"]
+    said = f"val_acc {float(best['best_val_acc']):.4f} at epoch {epoch} (its weights: {name}/best.pt)"
+{% else %}
+    space = space_file(tmp_path, "lr: [0.03]\n")
+    study = new_study(folder)
+    study.ask(load_space(space)).set_user_attr("folder", "trial-000")  # stopped, and trained to its end by hand
+    train(replace(searched, lr=0.03, output_dir=str(folder / "trial-000")))
+    with open(folder / "trial-000" / "metrics.csv", newline="") as file:
+        epochs = list(csv.DictReader(file))
+    epochs[0]["val_acc"] = str(float(epochs[1]["val_acc"]) + 0.25)  # its first epoch the better one
+    with open(folder / "trial-000" / "metrics.csv", "w", newline="") as file:
+        writer = csv.DictWriter(file, list(epochs[0]))
+        writer.writeheader()
+        writer.writerows(epochs)
+    tune(searched, space, 1, None, 5)
+    best = trials_csv(folder)[1]
+    assert (best["best_epoch"], best["epochs"], best["weights"]) == ("1", "2", "")  # model.pt: epoch 2's
+    name = "trial-000"
+    kept = f"no file holds its weights: {name}/model.pt is epoch 2's"
+    said = f"val_acc {float(epochs[0]['val_acc']):.4f} at epoch 1 ({kept})"
+{% endif %}
+    header = (folder / "best.yaml").read_text().splitlines()[0]
+    assert header == f"# the config of trial {best['number']} ({name}), {said}"
+
+
+def test_tune_help_and_the_readme_name_the_same_default_tune_folder(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # no line broken inside the name
+    with pytest.raises(SystemExit):
+        main(["tune", "--help"])
+    default = "runs/tune-<space file name>"
+    assert f"the tune folder (auto: {default})" in capsys.readouterr().out
+    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    assert f"(default `{default}`)" in readme
+
+
 def test_a_tune_folder_named_with_url_characters_holds_its_own_study(searched, tmp_path, capsys):
     folder = tmp_path / "q?x %41 sp"  # a ? ended the database path, a % was decoded, a space broke the command
     tune(replace(searched, epochs=1, output_dir=str(folder)), space_file(tmp_path, "lr: [0.05]\n"), 1, None, 5)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["q?x %41 sp", "space.yaml"]
     assert (folder / "study.db").is_file()
-    assert f"train --config '{folder / 'best.yaml'}'" in capsys.readouterr().out
+    assert f"train it again: {{ cookiecutter.project_slug }} train --config '{folder / 'best.yaml'}'\n" in capsys.readouterr().out
 
 
 def test_a_timeout_before_any_trial_says_so(searched, tmp_path):
@@ -218,6 +380,9 @@ def test_a_trial_finished_outside_a_stopped_tune_counts_as_it_is(searched, tmp_p
     rows = trials_csv(folder)
     assert [(row["state"], row["folder"]) for row in rows] == [("FAIL", "trial-000"), ("COMPLETE", "trial-000")]
     assert weights.stat().st_mtime_ns == trained  # not trained again
+    recorded = optuna.load_study(storage=f"sqlite:///{folder / 'study.db'}", study_name=STUDY).trials[1].value
+    assert recorded == max(float(epoch["val_acc"]) for epoch in metrics(folder / "trial-000"))
+    assert rows[0]["reason"] == "stopped; continued as trial 1"
 
 
 def test_a_search_continued_with_other_flags_or_another_space_is_refused(searched, tmp_path):

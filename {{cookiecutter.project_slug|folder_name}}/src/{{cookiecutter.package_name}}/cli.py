@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--startup-trials", type=int, default=5, help="trials that run in full before any is pruned")
     tune.add_argument("--config", help="YAML file with config keys; flags given here override it")
     add_config_arguments(tune)
+    for action in tune._actions:  # tune's own default, not train's runs/<date-time>
+        if action.dest == "output_dir":
+            action.help = "the tune folder (auto: runs/tune-<space file name>)"
 
     evaluate = commands.add_parser("evaluate", parents=[common], help="accuracy and per-class report of weights")
     evaluate.add_argument("--weights", required=True, help="model.pt written by train")
@@ -199,12 +202,23 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
 {% if cookiecutter.use_distributed %}
-        where = f" (rank {os.environ['RANK']})" if "LOCAL_RANK" in os.environ else ""  # a worker of torchrun
-        print(f"error{where}: {one_line(exc)}", file=sys.stderr)
-{% else %}
-        print(f"error: {one_line(exc)}", file=sys.stderr)
+        if "LOCAL_RANK" in os.environ:  # a worker of torchrun or --nproc
+            from .distributed import worker_failed
+
+            return worker_failed(exc)
 {% endif %}
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
+{% if cookiecutter.use_distributed %}
+    except Exception as exc:
+        if args.debug or "LOCAL_RANK" not in os.environ:
+            raise
+        from .distributed import lost_connection, worker_failed
+
+        if not lost_connection(exc):
+            raise
+        return worker_failed(exc)  # another worker died: gloo's traceback would only say that a connection broke
+{% endif %}
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -7,6 +7,7 @@ import functools
 import itertools
 {% endif %}
 import math
+import multiprocessing.util
 import os
 import stat
 import sys
@@ -444,6 +445,18 @@ def _seed_order(loader: DataLoader, epoch: int) -> None:
 _KEEPING_WORKERS = weakref.WeakSet()  # the loaders whose worker processes outlive an epoch
 
 
+def _stop_kept_workers() -> None:
+    for loader in list(_KEEPING_WORKERS):
+        with contextlib.suppress(RuntimeError):
+            loader.stop_workers()
+
+
+# The workers ignore SIGTERM (seed_worker), and Python's exit terminates daemon children with SIGTERM, then waits for
+# them: any process still holding a loader (a script, a notebook) would wait forever. Finalizers of priority >= 0 run
+# before that, so every process that made workers stops them itself as it exits.
+multiprocessing.util.Finalize(None, _stop_kept_workers, exitpriority=100)
+
+
 def stopping_data_workers(function):
     """The data-loading workers a call starts stop when it returns or raises: a caller that goes on (tune's next
     trial, a test, a notebook) keeps no processes of it, whatever still refers to its loaders."""
@@ -475,7 +488,14 @@ class DeviceLoader(DataLoader):
         """Stop the persistent workers now, as the loader's deletion would: a traceback can keep it alive for long."""
         iterator, self._iterator = self._iterator, None
         if iterator is not None:
-            iterator._shutdown_workers()
+            workers = list(iterator._workers)
+            try:
+                iterator._shutdown_workers()
+            finally:  # torch's last resort is SIGTERM, which the workers ignore: one stuck past its wait is killed
+                for worker in workers:
+                    if worker.is_alive():
+                        worker.kill()
+                        worker.join()
 
     @functools.cached_property
     def _shift_and_scale(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,10 +5,14 @@ gives the logits PyTorch gives on validation images. The preprocessing a consume
 import contextlib
 import fcntl
 import glob
+import hashlib
 import io
 import json
 import os
 import shutil
+{% if cookiecutter.use_checkpointing %}
+import sys
+{% endif %}
 import tempfile
 import warnings
 from pathlib import Path
@@ -18,7 +22,7 @@ import torch
 from .config import EXPORT_FORMATS, EXPORT_TOLERANCE
 from .data import GRAYSCALE, build_data, eval_resize
 from .deployed import EXPORT_EXTRA, load_exported, sidecar_path
-from .errors import DataError, ModelError, OutputError, UserError, one_line
+from .errors import DataError, ModelError, OutputError, UserError, first_line, one_line
 from .files import cannot_write, replacing, unlock
 from .inference import load_run
 
@@ -42,8 +46,9 @@ def _check_output(out: Path, weights: Path, file_format: str) -> None:
         raise UserError(f"--output {out} exists and is not an earlier export; pick another file name")
 
 
-def describe(cfg, classes: list[str], file_format: str) -> dict:
-    """The sidecar: what goes in (preprocessing, layout), what comes out (a logit per class, in this order)."""
+def describe(cfg, classes: list[str], file_format: str, source: dict | None = None) -> dict:
+    """The sidecar: what goes in (preprocessing, layout), what comes out (a logit per class, in this order), and the
+    weights it came from (their digest tells two runs' exports apart, where config and classes are alike)."""
     preprocessing = {
         "grayscale": cfg.data in GRAYSCALE,  # gray images, read as RGB, then as three equal channels
         "resize": eval_resize(cfg.data, cfg.image_size),  # the shorter side, bilinear
@@ -54,7 +59,36 @@ def describe(cfg, classes: list[str], file_format: str) -> dict:
     }
     layout = "float32 NCHW, channels in RGB order; any batch size"
     return {"format": file_format, "model": cfg.model, "input": layout, "preprocessing": preprocessing,
-            "output": "logits, one per class (softmax gives probabilities)", "classes": classes}  # fmt: skip
+            "output": "logits, one per class (softmax gives probabilities)", "classes": classes,
+            **({"source": source} if source else {})}  # fmt: skip
+
+
+def describe_source(weights: Path) -> dict:
+    """The weights file by name and SHA-256 digest{% if cookiecutter.use_checkpointing %}, and where a mid-epoch checkpoint stopped (said on stderr too){% endif %}."""
+    try:
+        with open(weights, "rb") as file:
+            source = {"weights": weights.name, "sha256": hashlib.file_digest(file, "sha256").hexdigest()}
+    except OSError as exc:
+        raise ModelError(f"cannot read {weights} ({first_line(exc)})") from None
+{% if cookiecutter.use_checkpointing %}
+    snapshot = _mid_epoch(weights)
+    if snapshot:
+        source["mid_epoch"] = snapshot
+        what = f"a mid-epoch snapshot ({snapshot}): its weights were never validated; the sidecar says so"
+        print(f"note: {weights} is {what}", file=sys.stderr)
+{% endif %}
+    return source
+{% if cookiecutter.use_checkpointing %}
+
+
+def _mid_epoch(weights: Path) -> str | None:
+    """Where a checkpoint written in the middle of an epoch stopped ("step 3 of epoch 2"); None for other weights."""
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True, mmap=True)  # mmap: no tensor is read
+        return f"step {int(state['progress'][0]['step'])} of epoch {int(state['epoch']) + 1}"
+    except Exception:  # noqa: BLE001 (weights without those keys, or in a file torch cannot map: an epoch's end)
+        return None
+{% endif %}
 
 
 def parity_images(cfg) -> tuple[torch.Tensor, str]:
@@ -135,7 +169,7 @@ def export_model(
     model = model.float().eval()
     images, kind = parity_images(cfg)
     example = images.repeat(2, 1, 1, 1)[: max(2, len(images))]  # a batch of one would fix the batch size at 1
-    sidecar = describe(cfg, classes, file_format)
+    sidecar = describe(cfg, classes, file_format, describe_source(source))
     with _folder_lock(out):
         _remove_leftovers(out)
         with (

@@ -8,24 +8,35 @@ from pathlib import Path
 import torch
 
 from .data import load_rgb
-from .errors import DataError, UserError
+from .errors import DataError, ModelError, UserError
 from .files import replacing
 from .layouts import is_image
 
+NAMED_SKIPS = 3  # of the files predict leaves out of a folder
+
 
 def image_files(paths: list[str]) -> list[Path]:
-    """Files as given, and the images in folders (recursively, in sorted order)."""
-    found = []
+    """Files as given, and the images in folders (recursively, in sorted order); the other files of those folders
+    are counted and named on stderr, in one line."""
+    found, others = [], []
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            found += [file for file in sorted(path.rglob("*")) if is_image(file)]
+            for file in sorted(path.rglob("*")):
+                if is_image(file):
+                    found.append(file)
+                elif file.is_file():
+                    others.append(file)
         elif path.is_file():
             found.append(path)
         else:
             raise DataError(f"{name}: no such file or folder")
+    named = ", ".join(str(file) for file in others[:NAMED_SKIPS]) + (", ..." if len(others) > NAMED_SKIPS else "")
+    skipped = f"{len(others)} file(s) that are not images by their names skipped: {named}"
     if not found:
-        raise DataError(f"no images in {', '.join(paths)}")
+        raise DataError(f"no images in {', '.join(paths)}" + (f"; {skipped}" if others else ""))
+    if others:
+        print(skipped, file=sys.stderr)
     return found
 
 
@@ -55,7 +66,10 @@ def predict_images(logits_of, transform, classes: list[str], images: list[str], 
             unreadable.append(path)
             print(f"skipped: {exc}", file=sys.stderr)
             continue
-        probabilities, indices = logits_of(batch).softmax(1)[0].topk(top_k)
+        logits = logits_of(batch)
+        if not logits.isfinite().all():  # softmax would make them NaN probabilities
+            raise ModelError(f"the model's scores for {path} are not all finite numbers; no predictions were written")
+        probabilities, indices = logits.softmax(1)[0].topk(top_k)
         row = {"path": str(path)}
         for rank, (index, probability) in enumerate(zip(indices.tolist(), probabilities.tolist(), strict=True), 1):
             row |= {f"class_{rank}": classes[index], f"probability_{rank}": round(probability, 6)}

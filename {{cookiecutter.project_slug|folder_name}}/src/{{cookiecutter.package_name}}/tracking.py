@@ -21,6 +21,9 @@ matrix included) as an artifact. A failure of W&B is said in one line and the ru
 """
 {% endif %}
 
+{% if cookiecutter.tracker == "mlflow" %}
+import contextlib
+{% endif %}
 import functools
 {% if cookiecutter.tracker == "mlflow" %}
 import logging
@@ -38,6 +41,10 @@ import urllib.parse
 {% endif %}
 from pathlib import Path
 
+{% if cookiecutter.tracker == "mlflow" %}
+import filelock
+
+{% endif %}
 {% if cookiecutter.tracker == "tensorboard" %}
 import torch
 from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
@@ -72,6 +79,15 @@ def resolve_store(uri: str | None) -> str:
     """--tracking-uri, else $MLFLOW_TRACKING_URI, else mlruns/ where the command runs; a folder made absolute."""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or "mlruns"
     return uri if "://" in uri else os.path.abspath(uri)
+
+
+def store_lock(uri: str):
+    """Runs that start together take turns to open an SQLite store: two that both create a new one fail in its
+    migrations ("duplicate column name"), and two that both create the experiment fail on its name."""
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()  # a tracking server orders its own writes
+    # waits for another run's migrations (seconds); a lock never released is said in one line by `guarded`
+    return filelock.FileLock(urllib.parse.unquote(uri.removeprefix("sqlite:///")) + ".lock", timeout=300)
 
 
 {% endif %}
@@ -118,6 +134,38 @@ def guarded(method):
             return None
 
     return call
+
+
+_STARTED: list["Tracker"] = []  # the trackers started by the train() calls under way, newest last
+
+
+def ending_tracked_runs(function):
+    """A train() that raises (a trial tune prunes, a stop by a signal, an error) ends the tracked runs it started,
+    marked so (Tracker.stop): else they would show as running forever."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        started_before = len(_STARTED)
+        try:
+            return function(*args, **kwargs)
+        except BaseException as exc:
+            for tracker in _STARTED[started_before:]:
+                tracker.stop(exc)
+            raise
+        finally:
+            del _STARTED[started_before:]
+
+    return call
+
+
+def how_it_stopped(exc: BaseException) -> tuple[bool, str]:
+    """Whether a run that raised failed, and why it ended in a few words: pruned, interrupted or the error."""
+    optuna = sys.modules.get("optuna")  # only tune raises TrialPruned, and it has imported Optuna then
+    if optuna is not None and isinstance(exc, optuna.TrialPruned):
+        return False, "pruned"
+    if isinstance(exc, KeyboardInterrupt | SystemExit):
+        return False, "interrupted"  # by a signal, say: resumable
+    return True, f"{type(exc).__name__}: {first_line(exc)}"
 {% if cookiecutter.tracker == "tensorboard" %}
 
 
@@ -166,14 +214,14 @@ class Tracker:
 {% endif %}
 {% if cookiecutter.tracker == "tensorboard" %}
 
-    def _start(self, first_epoch: int) -> None:
+    @guarded
+    def start(self, first_epoch: int) -> None:
+        _STARTED.append(self)
         # a planted link is replaced, not followed; events from the first epoch on (a killed run's) are dropped
         self.writer = SummaryWriter(own_folder(self.out / "tensorboard"), purge_step=first_epoch)
 
     @guarded
     def log_epoch(self, row: dict, confusion: torch.Tensor, classes: list[str]) -> None:
-        if self.writer is None:
-            self._start(row["epoch"])
         for name, value in figures(row).items():
             self.writer.add_scalar(name, value, row["epoch"])
         if self.cfg.plots:  # drawing one costs about half a second per epoch
@@ -182,8 +230,6 @@ class Tracker:
 
     @guarded
     def finish(self, best_val_acc: float) -> None:
-        if self.writer is None:
-            self._start(1)
         # add_hparams takes numbers, strings and booleans only
         hyperparameters = {
             key: value if isinstance(value, int | float | str | bool) else str(value)
@@ -191,9 +237,16 @@ class Tracker:
         }
         self.writer.add_hparams(hyperparameters, {"hparam/best_val_acc": best_val_acc}, run_name=".")
         self.writer.close()
+
+    @guarded
+    def stop(self, exc: BaseException) -> None:
+        self.writer.close()  # what was logged stays; TensorBoard has no state for a run
 {% elif cookiecutter.tracker == "mlflow" %}
 
-    def _start(self) -> None:
+    @guarded
+    def start(self, first_epoch: int) -> None:
+        """The tracked run, with its parameters, from the start: a run killed in its first epoch shows too."""
+        _STARTED.append(self)
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # offline: nothing leaves the machine
         # a tracking server that is down costs seconds, not MLflow's default of minutes of retries per request
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -207,43 +260,52 @@ class Tracker:
         if "://" not in uri:  # a folder: an SQLite store in it, the artifacts beside it
             uri = f"sqlite:///{urllib.parse.quote(str(Path(uri, 'mlflow.db')))}"  # a ? or # in a name stays in it
             Path(self.cfg.tracking_uri).mkdir(parents=True, exist_ok=True)
-        self.run = MlflowClient(uri)
+        with store_lock(uri):
+            self.run = MlflowClient(uri)  # creates a new store
+            experiment_id = None if self.run_id else self._experiment_id()
         if self.run_id:
+            self.run.update_run(self.run_id, status="RUNNING")  # a run stopped by a signal was marked KILLED
             print(f"{NAME}: continuing run {self.run_id}")
             return
-        experiment = self.run.get_experiment_by_name(self.cfg.experiment)
-        if experiment is None:
-            artifacts = None if "://" in self.cfg.tracking_uri else Path(self.cfg.tracking_uri, "artifacts").as_uri()
-            experiment_id = self.run.create_experiment(self.cfg.experiment, artifact_location=artifacts)
-        else:
-            experiment_id = experiment.experiment_id
         self.run_id = self.run.create_run(experiment_id, run_name=self.out.name).info.run_id
         params = [Param(key, str(value)) for key, value in saved_fields(self.cfg).items()]
         self.run.log_batch(self.run_id, params=params)
         print(f"{NAME}: run {self.run_id} in {uri}, experiment {self.cfg.experiment}")
 
+    def _experiment_id(self) -> str:
+        experiment = self.run.get_experiment_by_name(self.cfg.experiment)
+        if experiment is not None:
+            return experiment.experiment_id
+        artifacts = None if "://" in self.cfg.tracking_uri else Path(self.cfg.tracking_uri, "artifacts").as_uri()
+        return self.run.create_experiment(self.cfg.experiment, artifact_location=artifacts)
+
     @guarded
     def log_epoch(self, row: dict, confusion, classes: list[str]) -> None:
         from mlflow.entities import Metric
 
-        if self.run is None:
-            self._start()
         now = int(1000 * time.time())
         metrics = [Metric(name, value, now, row["epoch"]) for name, value in figures(row).items()]
         self.run.log_batch(self.run_id, metrics=metrics)
 
     @guarded
     def finish(self, best_val_acc: float) -> None:
-        if self.run is None:
-            self._start()
         for path in reports(self.out):
             self.run.log_artifact(self.run_id, str(path))
         self.run.set_terminated(self.run_id, "FINISHED")
+
+    @guarded
+    def stop(self, exc: BaseException) -> None:
+        failed, why = how_it_stopped(exc)
+        self.run.set_tag(self.run_id, "stopped", why)
+        self.run.set_terminated(self.run_id, "FAILED" if failed else "KILLED")
 {% else %}
 
-    def _start(self) -> None:
+    @guarded
+    def start(self, first_epoch: int) -> None:
+        """The tracked run, with its config, from the start: a run killed in its first epoch shows too."""
         import wandb
 
+        _STARTED.append(self)
         mode = None if "WANDB_MODE" in os.environ else "offline"  # offline unless asked otherwise
         own_folder(self.out / "wandb")  # a planted link is replaced, not followed
         self.run = wandb.init(
@@ -263,16 +325,12 @@ class Tracker:
 
     @guarded
     def log_epoch(self, row: dict, confusion, classes: list[str]) -> None:
-        if self.run is None:
-            self._start()
         self.run.log(figures(row), step=row["epoch"])
 
     @guarded
     def finish(self, best_val_acc: float) -> None:
         import wandb
 
-        if self.run is None:
-            self._start()
         self.run.summary["best_val_acc"] = best_val_acc
         artifact = wandb.Artifact(f"run-{self.run_id}", type="run-folder")
         for path in reports(self.out):
@@ -280,5 +338,14 @@ class Tracker:
         self.run.log_artifact(artifact)
         self.run.finish()
         wandb.teardown()  # its service process writes its logs into the run folder until stopped
+
+    @guarded
+    def stop(self, exc: BaseException) -> None:
+        import wandb
+
+        failed, why = how_it_stopped(exc)
+        self.run.summary["stopped"] = why
+        self.run.finish(exit_code=1 if failed else 0)  # W&B: failed, else finished
+        wandb.teardown()
 {% endif %}
 {% endif %}

@@ -32,7 +32,7 @@ from .data import (
 )
 {% if cookiecutter.use_distributed %}
 {% set names = ["barrier", "broadcast", "is_main", "setup", "world_size", "wrap"] %}
-{% if cookiecutter.use_checkpointing %}{% set names = names + ["continue_after_restart"] %}{% endif %}
+{% if cookiecutter.use_checkpointing %}{% set names = names + ["continue_after_restart", "note_run_folder"] %}{% endif %}
 {% if cookiecutter.use_ema %}{% set names = names + ["broadcast_buffers"] %}{% endif %}
 {% set line = "from .distributed import " ~ (names | sort | join(", ")) %}
 {% if line | length <= 120 %}
@@ -68,7 +68,7 @@ from .runtime import resolve_device, seed_everything
 from .sync_bn import convert_sync_bn
 {% endif %}
 {% if cookiecutter.tracker != "none" %}
-from .tracking import Tracker{{ ', resolve_store' if cookiecutter.tracker == "mlflow" else '' }}
+from .tracking import Tracker, ending_tracked_runs{{ ', resolve_store' if cookiecutter.tracker == "mlflow" else '' }}
 {% endif %}
 
 ANSWERS = resources.files(__package__) / "answers.json"  # the template answers this repo was generated from
@@ -163,6 +163,24 @@ def _best(rows: list[dict]) -> dict:
     return max(rows, key=lambda row: row["val_acc"])
 
 
+def _weights_line(out: Path, rows: list[dict]) -> str:
+    """Which file holds which figure: model.pt is the last epoch's weights, which need not be the best epoch's."""
+    best, last = _best(rows), rows[-1]
+    said = f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}"
+{% if cookiecutter.use_ema %}
+    if "ema_val_acc" in last:  # ema.pt: the average as it was after the last epoch
+        said = f"EMA val_acc {last['ema_val_acc']:.4f} (epoch {last['epoch']}): {out / 'ema.pt'}; {said}"
+{% endif %}
+    if best is last:
+        return f"{said}, the last): {out / 'model.pt'}"
+{% if cookiecutter.use_checkpointing %}
+    said += f"): {out / 'best.pt'}"
+{% else %}
+    said += "; no file keeps its weights)"
+{% endif %}
+    return f"{said}; last val_acc {last['val_acc']:.4f} (epoch {last['epoch']}): {out / 'model.pt'}"
+
+
 def _save_results(out: Path, weights: dict[str, nn.Module], cfg: TrainConfig, classes: list[str]) -> None:
     """The pictures of the run, then the final weights, a file per model: model.pt last, as it marks the run
     finished, and a run cut short before it has not finished."""
@@ -174,6 +192,9 @@ def _save_results(out: Path, weights: dict[str, nn.Module], cfg: TrainConfig, cl
 
 @releasing_run_folders
 @stopping_data_workers
+{% if cookiecutter.tracker != "none" %}
+@ending_tracked_runs
+{% endif %}
 def train(cfg: TrainConfig, after_epoch=None) -> dict:
     """The whole run. `after_epoch(rows)`, if given, sees the metrics rows after each epoch is saved: tune's trials
     report to the pruner there, and stop by raising."""
@@ -274,6 +295,12 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     _start_run_dir(folder, cfg, data)
 {% endif %}
     print(f"run folder: {out}")
+{% if cookiecutter.use_distributed and cookiecutter.use_checkpointing %}
+    note_run_folder(out)  # for --nproc's launcher, to name the checkpoint to continue from if a worker dies
+{% endif %}
+{% if cookiecutter.tracker != "none" %}
+    tracker.start(len(rows) + 1)  # the first epoch this run trains
+{% endif %}
 {% if cookiecutter.use_distributed %}
     loader = ProfiledLoader(data.train, out / "profile", device) if cfg.profile and is_main() else data.train
 {% else %}
@@ -389,5 +416,5 @@ checkpoints=checkpoints,
     tracker.finish(best["val_acc"])
 {% endif %}
     weights = out / "model.pt"
-    print(f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}); weights: {weights}")
+    print(_weights_line(out, rows))
     return {"best_val_acc": best["val_acc"], "weights": weights, "metrics": rows, "config": cfg, "model": model}

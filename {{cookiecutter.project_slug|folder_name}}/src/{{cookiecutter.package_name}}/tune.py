@@ -22,10 +22,12 @@ import contextlib
 {% endif %}
 import csv
 import dataclasses
+import decimal
 import fcntl
 import io
 import math
 import os
+import re
 import shlex
 {% if ckpt %}
 import sys
@@ -40,11 +42,12 @@ from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerc
 {% if ddp %}
 from .distributed import broadcast, is_main, setup, world_size
 {% endif %}
-from .errors import OutputError, TrainingDiverged, UserError, one_line
+from .errors import OutputError, TrainingDiverged, UserError, first_line, one_line
 from .files import cannot_write, unlock, write_text
 from .train import train
 
 STUDY = "tune"  # the study's name in study.db
+SCRIPT = "{{ cookiecutter.project_slug }}"  # the console script, as the closing hint names it
 {% if ddp %}
 RUN_WHERE = {"output_dir", "device", "gpus", "num_workers", "nproc", "dist_timeout"}  # may change when a search goes on
 {% else %}
@@ -66,11 +69,15 @@ def load_space(path: str) -> dict:
     """The search space file: train option -> a list of choices, or {low, high[, log][, step]} for a range."""
     optuna = _optuna()
     try:
-        spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        spec = yaml.load(Path(path).read_text(encoding="utf-8"), _SpaceLoader)  # safe_load's loader, keys checked
     except OSError as exc:
         raise UserError(f"cannot read search space {path}: {exc.strerror}; check --space") from None
     except (UnicodeDecodeError, yaml.YAMLError):
         raise UserError(f"search space {path} is not valid YAML text; fix its syntax") from None
+    except _KeyTwice as twice:
+        key, (first, second) = twice.args
+        lines = f"lines {first} and {second}" if first != second else f"line {first}"
+        raise UserError(f"search space {path}: {key} is given twice ({lines}); keep one") from None
     if not isinstance(spec, dict) or not spec:
         raise UserError(f"search space {path} must map train options to a list of choices or a low/high range")
     space = {}
@@ -93,9 +100,43 @@ def load_space(path: str) -> dict:
     return space
 
 
+class _KeyTwice(Exception):
+    """A key given twice in one mapping of the space: (key, (first line, second line))."""
+
+
+class _SpaceLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice: YAML keeps the last one silently, and the user meant one of them."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may be overridden, that is what it is for
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise _KeyTwice(key, (seen[key], line))
+            if isinstance(key, str | int | float | bool):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+# a number with an exponent that YAML 1.1 reads as text: it wants a dot and a signed exponent (1.0e+300, not 1e300)
+TEXT_NUMBER = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+))[eE]([-+]?)(\d+)")
+
+
+def _read_as_text(value, where: str, what: str) -> None:
+    if isinstance(value, str) and (number := TEXT_NUMBER.fullmatch(value.strip())):
+        mantissa, sign, exponent = number.groups()
+        written = f"{mantissa if '.' in mantissa else mantissa + '.0'}e{sign or '+'}{exponent}"
+        raise UserError(f"{where}: {what} {value} is read as text, not a number; write it as {written}")
+
+
 def _check_values(name: str, values: list, where: str) -> None:
     """Every choice must make a valid config: the trial fails at its start otherwise."""
     for value in values:
+        if base_type(TYPES[name]) in (int, float):
+            _read_as_text(value, where, "the choice")
         try:
             TrainConfig(**{name: coerce(name, value)})
         except UserError as exc:
@@ -105,6 +146,8 @@ def _check_values(name: str, values: list, where: str) -> None:
 def _range(optuna, name: str, kind: type, values: dict, where: str):
     unknown = sorted(set(values) - {"low", "high", "log", "step"})
     numbers = [values.get("low"), values.get("high"), *([values["step"]] if "step" in values else [])]
+    for key in ("low", "high", "step"):
+        _read_as_text(values.get(key), where, key)
     if unknown or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers):
         raise UserError(f"{where} must be a range: low and high numbers, and log: true or a step number if wanted")
     low, high, log, step = values["low"], values["high"], values.get("log", False), values.get("step")
@@ -117,7 +160,10 @@ def _range(optuna, name: str, kind: type, values: dict, where: str):
             raise UserError(f"{where} takes whole numbers")
         distribution = optuna.distributions.IntDistribution(int(low), int(high), log=log, step=int(step or 1))
     else:
-        distribution = optuna.distributions.FloatDistribution(float(low), float(high), log=log, step=step)
+        try:
+            distribution = optuna.distributions.FloatDistribution(float(low), float(high), log=log, step=step)
+        except decimal.InvalidOperation:  # Optuna checks the grid in 28-digit decimals: too many steps for them
+            raise UserError(f"{where}: step {step} is too small for {low} to {high}; use a larger step") from None
     _check_values(name, [kind(low), kind(high)], where)
     return distribution
 
@@ -186,15 +232,7 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
         raise OutputError(f"--output-dir {folder} holds files that no tune wrote; pick an empty or new folder")
     lock = _lock(folder)
     try:
-        study = optuna.create_study(
-            storage=f"sqlite:///{quote(str(folder / 'study.db'))}",  # a ? or % in the path is the path's
-            study_name=STUDY,
-            direction="maximize",
-            load_if_exists=True,
-            pruner=optuna.pruners.MedianPruner(n_startup_trials=startup_trials),
-        )
-        _check_same_search(study, base, space, folder)
-        _continue_killed_trials(optuna, study)
+        study = _open_study(optuna, folder, startup_trials, base, space)
         # seeded, and a search continued later does not replay the proposals it already made
         study.sampler = optuna.samplers.TPESampler(seed=base.seed + len(study.trials))
         started = time.monotonic()
@@ -208,11 +246,44 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
         unlock(lock)
 
 
+def _open_study(optuna, folder: Path, startup_trials: int, base: TrainConfig, space: dict):
+    """The study in study.db, checked against this command and with its killed trials queued again. A file that is
+    no SQLite database (cut short, copied half) is one line naming it, not the database driver's traceback."""
+    from sqlalchemy.exc import DatabaseError  # Optuna's storage
+
+    path = folder / "study.db"
+    try:
+        study = optuna.create_study(
+            storage=f"sqlite:///{quote(str(folder / 'study.db'))}",  # a ? or % in the path is the path's
+            study_name=STUDY,
+            direction="maximize",
+            load_if_exists=True,
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=startup_trials),
+        )
+        trials = study.get_trials(deepcopy=False)
+    except DatabaseError as exc:
+        raise OutputError(
+            f"{path} cannot be read as a study ({first_line(exc.orig or exc)}); put back a whole copy of it, "
+            "or search anew in another --output-dir"
+        ) from None
+    # an emptied study.db opens as a new study, which would take the old trial folders' results for its own values
+    ran = sorted(p.name for p in folder.glob("trial-*") if p.is_dir() and not p.is_symlink())
+    if not trials and ran:
+        raise OutputError(
+            f"{path} holds no trials, but {folder} holds the folders of some ({ran[0]}, ...): the study was lost; "
+            "put back a whole copy of study.db, or search anew in another --output-dir"
+        )
+    _check_same_search(study, base, space, folder)
+    _continue_killed_trials(optuna, study)
+    return study
+
+
 {% if ddp %}
 def _follow(optuna) -> dict:
     """A rank other than 0 trains each trial rank 0 hands out, until it hands out None."""
     while (cfg := _next_trial()) is not None:
-        with contextlib.suppress(optuna.TrialPruned, TrainingDiverged):  # rank 0 tells the study
+        # rank 0 tells the study; an error that stops the search stops rank 0, and _next_trial then says so
+        with contextlib.suppress(optuna.TrialPruned, UserError):
             train(cfg, after_epoch=_Pruning(optuna, None))
     return {}
 
@@ -240,30 +311,34 @@ def _check_batch_sizes(distribution) -> None:
 {% endif %}
 def _check_same_search(study, base: TrainConfig, space: dict, folder: Path) -> None:
     """A tune folder holds one search: continued with other shared flags or another space, its trials would not
-    compare (and a killed trial could not continue). Where and how fast trials run may change."""
+    compare (and a killed trial could not continue). Where and how fast trials run may change. The flags may change
+    while no trial has counted (a shared flag fixed); the space not once a trial has been given values: Optuna keeps
+    a parameter's choices for good, and a trial queued again keeps its values."""
     search = {
         "flags": {key: value for key, value in saved_fields(base).items() if key not in space and key not in RUN_WHERE},
         "space": {name: repr(distribution) for name, distribution in space.items()},
     }
     counted = [trial for trial in study.trials if not trial.user_attrs.get("stopped") and trial.state.name != "WAITING"]
-    if "search" not in study.user_attrs or not counted:  # nothing to compare with yet
-        study.set_user_attr("search", search)
-        return
-    saved = study.user_attrs["search"]
-    changed = [key for key in search["flags"] if saved["flags"].get(key) != search["flags"][key]]
-    changed += ["the search space"] if saved["space"] != search["space"] else []
+    given = [trial for trial in study.trials if trial.params or "folder" in trial.user_attrs]  # by this command
+    saved = study.user_attrs.get("search", search)  # none: nothing to compare with yet
+    changed = [key for key in search["flags"] if counted and saved["flags"].get(key) != search["flags"][key]]
+    changed += ["the search space"] if given and saved["space"] != search["space"] else []
     if changed:
         raise UserError(
             f"the search in {folder} ran with other settings (differs in: {', '.join(changed)}); "
             "give it the same flags and space, or pick another --output-dir"
         )
+    study.set_user_attr("search", search)
 
 
 def _continue_killed_trials(optuna, study) -> None:
     """A trial still RUNNING was killed with the tune that ran it (the folder lock rules out another tune): it is
-    marked failed and queued again with the same values, into the same folder."""
+    marked failed and queued again with the same values, into the same folder. One killed before it had a folder
+    never started: it fails, and counts for nothing (the sampler proposes anew)."""
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        if "folder" not in trial.user_attrs:
+            continue
         study.enqueue_trial(trial.params, user_attrs={"folder": trial.user_attrs["folder"], "continues": trial.number})
 
 
@@ -271,7 +346,7 @@ def _finished(optuna, study) -> int:
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
     trials = study.get_trials(deepcopy=False)
     continued = {trial.user_attrs["continues"] for trial in trials if "continues" in trial.user_attrs}
-    stopped = {trial.number for trial in trials if trial.user_attrs.get("stopped")}
+    stopped = {trial.number for trial in trials if trial.user_attrs.get("stopped") or "folder" not in trial.user_attrs}
     return sum(trial.state in done and trial.number not in continued | stopped for trial in trials)
 
 
@@ -307,10 +382,15 @@ def _run_trial(optuna, study, space: dict, base: TrainConfig, folder: Path) -> N
     except optuna.TrialPruned:
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         print(f"trial {trial.number} pruned")
-    except TrainingDiverged as exc:  # this trial's values (a learning rate too high, say): the search goes on
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        print(f"trial {trial.number} failed: {one_line(exc)}")
-    except UserError:  # the data, a flag shared by every trial: fix it and run the same command again
+    except UserError as exc:
+        trial.set_user_attr("reason", one_line(exc))
+        # a loss gone NaN, a batch larger than the data, a model name misspelt: this trial's values, which another
+        # trial need not share; the search goes on
+        if isinstance(exc, TrainingDiverged) or _about(exc, trial.params):
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            print(f"trial {trial.number} failed: {one_line(exc)}")
+            return
+        # the data, a flag shared by every trial: fix it and run the same command again
         trial.set_user_attr("stopped", True)  # not one of --trials: it runs again, with its values, in its folder
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         study.enqueue_trial(trial.params, user_attrs={"folder": name, "continues": trial.number})
@@ -324,17 +404,36 @@ def _run_trial(optuna, study, space: dict, base: TrainConfig, folder: Path) -> N
         study.tell(trial, result["best_val_acc"])
 
 
+def _about(exc: UserError, params: dict) -> bool:
+    """Whether an error is about the trial's own values: its message names a searched option (by its flag) or a
+    text value the trial tried (an unknown model's name). Messages name the flags they are about."""
+    message = one_line(exc)
+    words = [f"--{name.replace('_', '-')}" for name in params]
+    words += [value for value in params.values() if isinstance(value, str) and value]
+    return any(re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", message) for word in words)
+
+
 def _report(optuna, study, folder: Path) -> dict:
-    """trials.csv (and the same table printed), and best.yaml: the best trial's config, for `train --config`."""
+    """trials.csv (and the same table printed), and best.yaml: the best trial's config, for `train --config`. A
+    trial's figure is its best epoch's, which need not be the epoch of its model.pt: `weights` names the file of that
+    epoch in the trial's folder, if one holds it."""
     rows, trials = [], study.get_trials(deepcopy=False)
-    continued = {trial.user_attrs["continues"] for trial in trials if "continues" in trial.user_attrs}
+    successor = {trial.user_attrs["continues"]: trial.number for trial in trials if "continues" in trial.user_attrs}
     for trial in trials:
-        run = folder / trial.user_attrs.get("folder", "")
-        ran = trial.user_attrs.get("folder") and trial.number not in continued  # else its figures are its successor's
-        epochs = _metrics_rows(run / "metrics.csv") if ran else []
-        row = {"number": trial.number, "state": trial.state.name, "folder": run.name}
+        name = trial.user_attrs.get("folder", "")
+        ran = name and trial.number not in successor  # else its figures are its successor's
+        epochs = _metrics_rows(folder / name / "metrics.csv") if ran else []
+        row = {"number": trial.number, "state": trial.state.name, "folder": name}
         row |= {f"param_{key}": value for key, value in trial.params.items()}
-        row |= {"best_val_acc": max((float(r["val_acc"]) for r in epochs), default=""), "epochs": len(epochs)}
+        best_epoch, weights = _best_epoch(folder / name, epochs) if epochs else ("", "")
+        row |= {"best_val_acc": max((float(r["val_acc"]) for r in epochs), default=""), "best_epoch": best_epoch}
+        row |= {"epochs": len(epochs), "weights": weights}
+        if not name:
+            row["reason"] = "killed before it started"
+        elif trial.number in successor:
+            row["reason"] = trial.user_attrs.get("reason", f"stopped; continued as trial {successor[trial.number]}")
+        else:
+            row["reason"] = trial.user_attrs.get("reason", "")
         rows.append(row)
     table = io.StringIO()
     writer = csv.DictWriter(table, list(dict.fromkeys(key for row in rows for key in row)), lineterminator="\n")
@@ -349,12 +448,33 @@ def _report(optuna, study, folder: Path) -> dict:
     if not complete:
         raise UserError(f"no trial has completed (see {folder / 'trials.csv'}); widen the search space or the epochs")
     best = max(complete, key=lambda trial: trial.value)
-    config = yaml.safe_load((folder / best.user_attrs["folder"] / "config.yaml").read_text(encoding="utf-8"))
+    name = best.user_attrs["folder"]
+    config = yaml.safe_load((folder / name / "config.yaml").read_text(encoding="utf-8"))
     del config["output_dir"]  # a new run folder, not the trial's
-    write_text(folder / "best.yaml", yaml.safe_dump(config, sort_keys=False))
-    again = f"train --config {shlex.quote(str(folder / 'best.yaml'))}"
-    print(f"best: trial {best.number}, val_acc {best.value:.4f}; train it again: {again}")
+{% if cookiecutter.tracker in ("mlflow", "wandb") %}
+    config["experiment"] = config["experiment"].removesuffix(f"-{folder.name}")  # the project's, not the trials'
+{% endif %}
+    row = next(row for row in rows if row["number"] == best.number)
+    if row["weights"]:
+        weights = f"its weights: {name}/{row['weights']}"
+    else:
+        weights = f"no file holds its weights: {name}/model.pt is epoch {row['epochs']}'s"
+    said = f"trial {best.number} ({name}), val_acc {best.value:.4f} at epoch {row['best_epoch']} ({weights})"
+    write_text(folder / "best.yaml", f"# the config of {said}\n" + yaml.safe_dump(config, sort_keys=False))
+    again = f"{SCRIPT} train --config {shlex.quote(str(folder / 'best.yaml'))}"
+    print(f"best: {said}; train it again: {again}")
     return {"trials": rows, "best": folder / "best.yaml"}
+
+
+def _best_epoch(run: Path, epochs: list[dict]) -> tuple[int, str]:
+    """The first epoch of the best val_acc (the one best.pt keeps), and the file in `run` that holds its weights."""
+    best = max(range(len(epochs)), key=lambda index: float(epochs[index]["val_acc"]))  # the first of equals
+{% if ckpt %}
+    if (run / "best.pt").is_file():
+        return int(epochs[best]["epoch"]), "best.pt"
+{% endif %}
+    last = best == len(epochs) - 1 and (run / "model.pt").is_file()  # model.pt: the weights after the last epoch
+    return int(epochs[best]["epoch"]), "model.pt" if last else ""
 
 
 def _metrics_rows(path: Path) -> list[dict]:
