@@ -967,7 +967,7 @@ MUTATIONS = {
     ),
     "the partial epoch dropped on a signal": (
         "checkpoint.py",
-        "save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg, progress)",
+        "save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg, progress, self.changes)",
         "pass",
         "tests/test_checkpoint.py::test_a_run_stopped_at_any_step_resumes_to_the_weights_of_the_uninterrupted_run",
     ),
@@ -1009,14 +1009,14 @@ MUTATIONS = {
     ),
     "workers stopped by a signal reported as failed": (
         "distributed.py",
-        "if len(codes) == 1 and codes <= STOPPED:",
+        "if len(stopped) == 1 and codes <= stopped | {-signal.SIGTERM}:",
         "if False:",
         "tests/test_distributed.py::test_workers_stopped_by_a_signal_end_the_launcher_with_their_code_not_as_a_failure",
     ),
     "a mid-epoch checkpoint resumed onto another epoch": (
         "checkpoint.py",
-        'kept += ("sampler", "accumulate_steps", "max_steps_per_epoch", "seed")',
-        "pass",
+        'may_change = RESUME_MAY_CHANGE - ({"max_steps_per_epoch"} if mid_epoch else set())',
+        "may_change = RESUME_MAY_CHANGE",
         "tests/test_checkpoint.py::test_a_mid_epoch_checkpoint_resumes_only_onto_the_same_epoch_and_in_one_line",
     ),
     "a process forked during a run keeps its folder locked after it": (
@@ -1135,6 +1135,19 @@ MUTATIONS = {
         "    check_carried(path, sidecar, carried)",
         "    pass",
         "tests/test_export.py::test_a_file_replaced_by_another_runs_export_is_refused_in_one_line",
+    ),
+    "a resume changes what the run learns without a word": (
+        "checkpoint.py",
+        "    if kept:\n",
+        "    if False:\n",
+        "tests/test_checkpoint.py::test_every_setting_either_may_change_on_resume_and_is_recorded_or_is_refused_in_one_line "
+        "tests/test_checkpoint.py::test_a_resume_that_changes_what_the_run_learns_is_refused_in_one_line_and_writes_nothing",
+    ),
+    "a resume's changes not kept in the run folder": (
+        "checkpoint.py",
+        "        _record_changes(out / CHANGES, changes)",
+        "        pass",
+        "tests/test_checkpoint.py::test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change",
     ),
     "runs starting together race to create the MLflow store": (
         "tracking.py",

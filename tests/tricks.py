@@ -357,6 +357,8 @@ ENTRIES = [
             "a live run's folder refused for the checkpoints it is writing",
             "a checkpoint's epoch taken on trust",
             "an unfinished run's missing model.pt not explained",
+            "a resume changes what the run learns without a word",
+            "a resume's changes not kept in the run folder",
         ),
         at_work=_checkpointing,
         absent=_no_checkpointing,

@@ -176,9 +176,9 @@ def saves(monkeypatch) -> list:
     """The checkpoints train() writes from here on: the step of each mid-epoch one, "epoch" for one after an epoch."""
     written, save = [], checkpoint.save_checkpoints
 
-    def recorded(out, stateful, loader, metrics, cfg, progress=None):
+    def recorded(out, stateful, loader, metrics, cfg, progress=None, changes=()):
         written.append(progress.step if progress else "epoch")
-        save(out, stateful, loader, metrics, cfg, progress)
+        save(out, stateful, loader, metrics, cfg, progress, changes)
 
     monkeypatch.setattr(checkpoint, "save_checkpoints", recorded)
     return written
@@ -608,6 +608,123 @@ def test_a_resumed_run_saves_its_split_as_its_own_and_keeps_its_optimizer(image_
     refused([*SMOKE, "--resume", str(run / "last.pt"), "--epochs", "3", "--lr", "0.01"], capsys, 4, "differs in: lr")
 
 
+PER_INVOCATION_FLAGS = {"overwrite", "init_from", "resume"}  # never saved, so never compared
+# Literal on purpose, not config.RESUME_MAY_CHANGE: what a resume may change, written down outside the code under test.
+MAY_CHANGE_ON_RESUME = {
+    "epochs",
+    "patience",
+    "max_steps_per_epoch",
+    "output_dir",
+    "split",
+    "data_root",
+    "device",
+    "gpus",
+    "num_workers",
+    "deterministic",
+    "channels_last",
+    "compile",
+    "activation_checkpointing",
+    "plots",
+    "profile",
+    "detect_anomaly",
+    "checkpoint_every",
+{% if cookiecutter.use_distributed %}
+    "nproc",
+    "dist_timeout",
+{% endif %}
+{% if cookiecutter.tracker != "none" %}
+    "{{ cookiecutter.tracker }}",
+{% endif %}
+}
+
+
+def test_every_setting_either_may_change_on_resume_and_is_recorded_or_is_refused_in_one_line(tiny_config):
+    """Each field of the config, changed alone, after an epoch and in the middle of one: a resume that may change it
+    returns the changes.csv row (from the next step on, the values as written); one that may not names it, with both
+    values, in one line. The epoch's length may not change mid-epoch (the saved step is a place in that epoch)."""
+    from test_config import ROUND_TRIP_OVERRIDES, other_value
+
+    from {{ cookiecutter.package_name }}.config import FIELDS, saved_fields
+
+    def written(value) -> str:
+        return " ".join(str(item) for item in value) if isinstance(value, list) else str(value)
+
+    cfg = replace(tiny_config, mean=[0.5, 0.5, 0.5], std=[0.25, 0.25, 0.25])  # each changes alone, the pair valid
+    path = Path(cfg.output_dir) / "last.pt"
+    wrong = []
+    for name in saved_fields(cfg):
+        before = getattr(cfg, name)
+        after = ROUND_TRIP_OVERRIDES.get(name, other_value(name, before))
+        changed = replace(cfg, **{name: after})
+        for progress, (epoch, step) in ((None, (3, 1)), ([{"step": 3}], (3, 4))):
+            state = {"config": saved_fields(cfg), "epoch": 2} | ({"progress": progress} if progress else {})
+            may_change = name in MAY_CHANGE_ON_RESUME and not (progress and name == "max_steps_per_epoch")
+            try:
+                rows = checkpoint.resume_changes(path, state, changed)
+            except ModelError as exc:
+                said, named = str(exc), f"differs in: {name} {written(before)}, now {written(after)}"
+                if may_change or "\n" in said or named not in said:
+                    wrong.append((name, progress, said))
+                continue
+            row = {"epoch": epoch, "step": step, "setting": name, "before": written(before), "after": written(after)}
+            if not may_change or rows != [row]:
+                wrong.append((name, progress, rows))
+    assert set(FIELDS) - set(saved_fields(cfg)) == PER_INVOCATION_FLAGS
+    assert not wrong, wrong
+
+
+def test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change(fingerprint, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*SMOKE, "--output-dir", str(run)]) == 0
+    config = str(run / "config.yaml")
+    assert main(["train", "--config", config, "--resume", "auto", "--epochs", "3", "--patience", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "changed from step 1 of epoch 2 on: epochs 1 -> 3, patience None -> 5 (see changes.csv)" in out
+    assert main(["train", "--config", config, "--resume", "auto", "--epochs", "4"]) == 0
+    assert "changed from step 1 of epoch 4 on: epochs 3 -> 4 (see changes.csv)" in capsys.readouterr().out
+    with open(run / "changes.csv", newline="") as file:
+        assert list(csv.DictReader(file)) == [
+            {"epoch": "2", "step": "1", "setting": "epochs", "before": "1", "after": "3"},
+            {"epoch": "2", "step": "1", "setting": "patience", "before": "None", "after": "5"},
+            {"epoch": "4", "step": "1", "setting": "epochs", "before": "3", "after": "4"},
+        ]
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert (saved["epochs"], saved["patience"]) == (4, 5)  # the values the run goes on with
+    assert torch.load(run / "last.pt", weights_only=True)["config"]["epochs"] == 4
+    assert main(["train", "--config", config, "--resume", "auto", "--epochs", "5"]) == 0  # nothing else changed
+    assert list(csv.reader((run / "changes.csv").open()))[-1] == ["5", "1", "epochs", "4", "5"]
+
+
+def test_a_resume_that_changes_what_the_run_learns_is_refused_in_one_line_and_writes_nothing(
+    fingerprint, tmp_path, capsys, monkeypatch
+):
+{% if cookiecutter.use_amp %}
+    from {{ cookiecutter.package_name }} import amp
+
+    monkeypatch.setattr(amp, "native_cpu_bf16", lambda: True)  # bf16 kept on any CPU: the flag is what differs
+{% endif %}
+    run = tmp_path / "run"
+    assert main([*SMOKE, "--output-dir", str(run), "--image-size", "32"{% if cookiecutter.use_amp %}, "--precision", "bf16"{% endif %}]) == 0
+    before, config = fingerprint(run), run / "config.yaml"
+    resumed = ["train", "--config", str(config), "--resume", "auto", "--epochs", "2"]
+    edits = {"image_size": (64, "image_size 32, now 64")}
+{% if cookiecutter.use_label_smoothing %}
+    edits["label_smoothing"] = (0.2, "label_smoothing 0.1, now 0.2")
+{% endif %}
+    text = config.read_text()
+    for key, (value, said) in edits.items():  # a hand edit of config.yaml
+        config.write_text(yaml.safe_dump(yaml.safe_load(text) | {key: value}, sort_keys=False))
+        refused(resumed, capsys, 4, f"differs in: {said}); put them back, or start a new run in another --output-dir")
+        config.write_text(text)
+        assert fingerprint(run) == before
+{% if cookiecutter.use_amp %}
+    refused([*resumed, "--precision", "fp32"], capsys, 4, "differs in: precision bf16, now fp32)")
+    assert fingerprint(run) == before
+{% endif %}
+    refused([*resumed, "--lr", "0.01", "--seed", "3"], capsys, 4, "differs in: lr 0.05, now 0.01; seed 0, now 3)")
+    assert fingerprint(run) == before
+
+
 def test_a_resume_onto_data_with_other_classes_is_refused(fingerprint, image_folder, tmp_path, capsys):
     run, data = tmp_path / "run", ["--data", str(image_folder), "--image-size", "16"]
     assert main([*SMOKE, *data, "--output-dir", str(run)]) == 0
@@ -1025,18 +1142,16 @@ def _random_state_kept():
 
 
 def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, capsys, monkeypatch, _random_state_kept):
-    from types import SimpleNamespace
-
+    from {{ cookiecutter.package_name }}.config import saved_fields
     from {{ cookiecutter.package_name }}.errors import ModelError
 
-    cfg = SimpleNamespace(model="small_cnn", data="synthetic", batch_size=16, optimizer="sgd", lr=0.1)
-    cfg.momentum, cfg.weight_decay = 0.9, 0.0
+    cfg = TrainConfig(model="small_cnn", data="synthetic", batch_size=16, optimizer="sgd", lr=0.1, weight_decay=0.0)
     saved = _stateful_run()
     saved["optimizer"].step()
     saved["scheduler"].step()
     streams = [checkpoint.rng_state(torch.Generator().manual_seed(seed)) for seed in (10, 11)]
     state = {name: obj.state_dict() for name, obj in saved.items()}
-    state |= {"epoch": 1, "metrics": [{"val_acc": 0.5}], "rng": streams, "config": vars(cfg).copy()}
+    state |= {"epoch": 1, "metrics": [{"val_acc": 0.5}], "rng": streams, "config": saved_fields(cfg)}
     path = tmp_path / "last.pt"
 
     def refusal(state, stateful) -> str:
@@ -1044,9 +1159,12 @@ def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, c
             checkpoint.resume((path, state), stateful, torch.Generator(), cfg)
         return str(raised.value)
 
-    assert checkpoint.resume(None, _stateful_run(), torch.Generator(), cfg) == []
-    other = state | {"config": dict(vars(cfg), model="resnet18", batch_size=8)}
-    differs = f"{path} was written by a different run (differs in: model, batch_size)"
+    assert checkpoint.resume(None, _stateful_run(), torch.Generator(), cfg) == ([], [])
+    other = state | {"config": saved_fields(cfg) | {"model": "resnet18", "batch_size": 8}}
+    differs = (
+        f"{path} was written by a different run or with settings a resume keeps (differs in: model resnet18, now "
+        "small_cnn; batch_size 8, now 16); put them back, or start a new run in another --output-dir"
+    )
     assert refusal(other, _stateful_run()) == differs + "; with no config.yaml beside it, give its flags"
     (tmp_path / "config.yaml").write_text("epochs: 1\n")  # what make_config read: the flags given differ
     assert refusal(other, _stateful_run()) == differs
@@ -1083,7 +1201,7 @@ def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, c
     monkeypatch.setattr(checkpoint, "rank", lambda: 1)
 {% endif %}
     generator, fresh = torch.Generator(), _stateful_run(lr=0.1)
-    assert checkpoint.resume((path, state), fresh, generator, cfg) == [{"val_acc": 0.5}]
+    assert checkpoint.resume((path, state), fresh, generator, cfg) == ([{"val_acc": 0.5}], [])
 {% if cookiecutter.use_distributed %}
     assert torch.equal(generator.get_state(), streams[1]["loader"])  # rank 1 continues rank 1's streams
 {% else %}

@@ -7,7 +7,10 @@ weights_only=True)` reads it and no code is ever unpickled. Files are written to
 renamed, so a crash mid-write leaves the previous checkpoint intact.
 """
 
+import csv
 import dataclasses
+import io
+import os
 import random
 import shlex
 import signal
@@ -19,7 +22,7 @@ import numpy as np
 import torch
 
 from . import files
-from .config import CHECKPOINT_EVERY, saved_fields
+from .config import CHECKPOINT_EVERY, RESUME_MAY_CHANGE, saved_fields
 from .data import start_epoch
 {% if cookiecutter.use_distributed %}
 from .distributed import Agreement, barrier, gather, is_distributed, is_main, rank, world_size
@@ -35,6 +38,8 @@ RESUME_FROM = "resume from the last.pt or best.pt of a run"
 FITTING = "resume with the flags the run was trained with, or start anew from its weights with --init-from"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)  # schedulers, Ctrl-C, SLURM's warning before a limit
 REPEAT_SECONDS = 1.0  # the same signal again within this: the same request (a second one later stops at once)
+CHANGES = "changes.csv"  # what resumes changed, from which epoch and step: config.yaml holds the latest values
+CHANGES_COLUMNS = ["epoch", "step", "setting", "before", "after"]
 
 
 def rng_state(loader_generator: torch.Generator) -> dict:
@@ -62,8 +67,11 @@ def restore_rng(state: dict, loader_generator: torch.Generator) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def save_checkpoints(out: Path, stateful: dict, loader, metrics: list[dict], cfg, progress: Progress | None = None):
-    """last.pt after an epoch, or in the middle of one with the epoch's `progress` (and no best.pt then)."""
+def save_checkpoints(
+    out: Path, stateful: dict, loader, metrics: list[dict], cfg, progress: Progress | None = None, changes=()
+):
+    """last.pt after an epoch, or in the middle of one with the epoch's `progress` (and no best.pt then); the
+    `changes` a resume made to the config are added to changes.csv first."""
     rng = rng_state(loader.order)
     if progress:  # the generator as the epoch started: the resumed epoch draws the same order, then skips its start
         rng["loader"] = loader.sampler.epoch_start
@@ -71,15 +79,18 @@ def save_checkpoints(out: Path, stateful: dict, loader, metrics: list[dict], cfg
 {% if cookiecutter.use_distributed %}
     every = gather(own)  # each rank's own random streams and sums; rank 0 writes them all
     if is_main():
-        _write(out, stateful, every, metrics, cfg)
+        _write(out, stateful, every, metrics, cfg, changes)
     barrier()  # the files are complete when this returns: any rank may read them afterwards
 {% else %}
-    _write(out, stateful, [own], metrics, cfg)
+    _write(out, stateful, [own], metrics, cfg, changes)
 {% endif %}
 
 
-def _write(out: Path, stateful: dict, ranks: list[dict], metrics: list[dict], cfg) -> None:
-    """Write last.pt; after an epoch, make it best.pt too when that epoch has the best validation accuracy so far."""
+def _write(out: Path, stateful: dict, ranks: list[dict], metrics: list[dict], cfg, changes) -> None:
+    """Write last.pt; after an epoch, make it best.pt too when that epoch has the best validation accuracy so far.
+    The changes go first: killed in between, the resume from the older checkpoint finds them again."""
+    if changes:
+        _record_changes(out / CHANGES, changes)
     state = {name: _on_cpu(obj.state_dict()) for name, obj in stateful.items()}  # loads on any machine
     rng = [own["rng"] for own in ranks]
     state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng, "config": saved_fields(cfg)}
@@ -89,6 +100,23 @@ def _write(out: Path, stateful: dict, ranks: list[dict], metrics: list[dict], cf
     files.save(state, out / "last.pt")
     if not mid_epoch and metrics[-1]["val_acc"] > max((row["val_acc"] for row in metrics[:-1]), default=-1.0):
         files.share(out / "last.pt", out / "best.pt")  # one file under two names: not written twice
+
+
+def _record_changes(path: Path, changes: list[dict]) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ",".join(CHANGES_COLUMNS) + "\n"
+    table = io.StringIO()
+    writer = csv.DictWriter(table, CHANGES_COLUMNS, lineterminator="\n")
+    writer.writerows(change for change in changes if _csv_row(change) not in text)  # written before, then killed
+    files.write_text(path, text + table.getvalue())
+
+
+def _csv_row(row: dict) -> str:
+    table = io.StringIO()
+    csv.DictWriter(table, CHANGES_COLUMNS, lineterminator="\n").writerow(row)
+    return table.getvalue()
 
 
 def _on_cpu(state):
@@ -252,10 +280,11 @@ def _stopped_early(state: dict, patience: int) -> bool:
         return False
 
 
-def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cfg) -> list[dict]:
-    """Restore every stateful object and RNG stream; return the metrics rows of the epochs already done."""
+def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cfg) -> tuple[list[dict], list[dict]]:
+    """Restore every stateful object and RNG stream; return the metrics rows of the epochs already done, and what
+    this resume changes of the saved config (resume_changes)."""
     if found is None:
-        return []
+        return [], []
     path, state = found
     # what a run of this train writes, of the kind it writes: a hand-made or foreign file is refused here, in one line
     kinds = {"config": dict, "metrics": list, "rng": list, **dict.fromkeys(stateful, dict)}
@@ -267,14 +296,7 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
         unusable.append("progress")
     if unusable:
         raise ModelError(f"{path} has no usable {', '.join(unusable)}; {RESUME_FROM}")
-    # what the restored model, optimizer and schedule were built with: a flag that changed it would be overruled
-    kept = ("model", "data", "batch_size", "optimizer", "lr", "momentum", "weight_decay")
-    if mid_epoch:  # and what made the epoch's batches: the same step of another epoch is elsewhere
-        kept += ("sampler", "accumulate_steps", "max_steps_per_epoch", "seed")
-    mismatched = [key for key in kept if state["config"].get(key) != getattr(cfg, key)]
-    if mismatched:
-        where = "" if (path.parent / "config.yaml").is_file() else "; with no config.yaml beside it, give its flags"
-        raise ModelError(f"{path} was written by a different run (differs in: {', '.join(mismatched)}){where}")
+    changes = resume_changes(path, state, cfg)
     processes = len(state["progress"]) if mid_epoch else None
 {% if cookiecutter.use_distributed %}
     if processes and processes != world_size():  # each process's share of the epoch's images depends on their number
@@ -304,7 +326,39 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
     except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError) as exc:
         raise ModelError(f"{path}: its random streams cannot be restored ({first_line(exc)}); {RESUME_FROM}") from None
     print(f"resumed from {path} {_position(state)}")
-    return state["metrics"]
+    if changes:
+        said = ", ".join(f"{change['setting']} {change['before']} -> {change['after']}" for change in changes)
+        print(f"changed from step {changes[0]['step']} of epoch {changes[0]['epoch']} on: {said} (see {CHANGES})")
+    return state["metrics"], changes
+
+
+def resume_changes(path: Path, state: dict, cfg) -> list[dict]:
+    """The saved settings this resume changes, each a row of changes.csv (from which epoch and step, before, after).
+    Only RESUME_MAY_CHANGE may change (not the epoch's length mid-epoch); any other is refused in one line, naming
+    each with its two values: the checkpoint's weights, optimizer state and metrics were made with the saved ones."""
+    saved, now = state["config"], saved_fields(cfg)
+    own_split = path.parent / "split.csv"  # what a saved split of None read back (the run's own), wherever it is now
+    if saved.get("split") is None and own_split.is_file():
+        saved = saved | {"split": os.path.abspath(own_split)}
+    mid_epoch = "progress" in state
+    may_change = RESUME_MAY_CHANGE - ({"max_steps_per_epoch"} if mid_epoch else set())
+    changed = [name for name, value in now.items() if saved.get(name) != value]
+    kept = [f"{name} {_shown(saved.get(name))}, now {_shown(now[name])}" for name in changed if name not in may_change]
+    if kept:
+        where = "" if (path.parent / "config.yaml").is_file() else "; with no config.yaml beside it, give its flags"
+        raise ModelError(
+            f"{path} was written by a different run or with settings a resume keeps (differs in: {'; '.join(kept)})"
+            f"; put them back, or start a new run in another --output-dir{where}"
+        )
+    epoch, step = state["epoch"] + 1, (state["progress"][0]["step"] + 1 if mid_epoch else 1)
+    return [
+        {"epoch": epoch, "step": step, "setting": name, "before": _shown(saved.get(name)), "after": _shown(now[name])}
+        for name in changed
+    ]
+
+
+def _shown(value) -> str:
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _position(state: dict) -> str:
@@ -343,8 +397,9 @@ class Checkpoints:
     or minutes) and at the step a stop signal arrives. A mid-epoch checkpoint is written after an optimizer step, so
     a signal inside a group of --accumulate-steps batches lets the group finish first."""
 
-    def __init__(self, out: Path, stateful: dict, loader, metrics: list[dict], cfg, resumed: Progress | None):
+    def __init__(self, out: Path, stateful: dict, loader, metrics: list[dict], cfg, resumed: Progress | None, changes):
         self.out, self.stateful, self.loader, self.metrics, self.cfg = out, stateful, loader, metrics, cfg
+        self.changes = changes  # a resume's, recorded with the first checkpoint that holds them
         self.stop, self.resumed, self.saved, self.stopped = GracefulStop(), resumed, None, False
         every = CHECKPOINT_EVERY.fullmatch(str(cfg.checkpoint_every)) if cfg.checkpoint_every else None
         count, minutes = every.groups() if every else (None, None)
@@ -398,13 +453,15 @@ class Checkpoints:
         self.due |= stop or timed or (self.every_steps is not None and self.steps >= self.every_steps)
         if not (update and self.due):
             return False
-        save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg, progress)
+        save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg, progress, self.changes)
+        self.changes = []
         self.saved = f"step {progress.step} of epoch {len(self.metrics) + 1}"
         self.steps, self.clock, self.due, self.stopped = 0, time.monotonic(), False, bool(stop)
         return self.stopped
 
     def save_epoch(self) -> None:
-        save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg)
+        save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg, changes=self.changes)
+        self.changes = []
         self.saved, self.steps, self.clock = "the last completed epoch", 0, time.monotonic()
 
     def exit_if_stopped(self) -> None:

@@ -251,6 +251,37 @@ FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 # Flags about one command, not about the run: a saved config.yaml never replays them.
 PER_INVOCATION = {"overwrite", "init_from"{{ ', "resume"' if cookiecutter.use_checkpointing else '' }}}  # how one run starts
 TYPES = typing.get_type_hints(TrainConfig)
+{% if cookiecutter.use_checkpointing %}
+# What a resume may change: where, how fast and for how long the run goes on. Every other saved field shaped the
+# checkpoint's weights, optimizer state and metrics, and a resume that changes one is refused. Mid-epoch, the epoch's
+# length is kept too: the saved step is a place in that epoch.
+RESUME_MAY_CHANGE = {
+    "epochs",
+    "patience",
+    "max_steps_per_epoch",
+    "output_dir",  # a resume into another folder, or a run folder copied
+    "split",  # the run folder's own split.csv, wherever the folder is now
+    "data_root",
+    "device",
+    "gpus",
+    "num_workers",  # the weights are the same with any number
+    "deterministic",
+    "channels_last",
+    "compile",
+    "activation_checkpointing",
+    "plots",
+    "profile",
+    "detect_anomaly",
+    "checkpoint_every",
+{% if cookiecutter.use_distributed %}
+    "nproc",
+    "dist_timeout",
+{% endif %}
+{% if cookiecutter.tracker != "none" %}
+    "{{ cookiecutter.tracker }}",
+{% endif %}
+}
+{% endif %}
 
 
 def base_type(hint):

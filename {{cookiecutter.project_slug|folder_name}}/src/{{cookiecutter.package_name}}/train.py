@@ -282,8 +282,8 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     if ema:
         stateful["ema"] = ema
 {% endif %}
-    rows = resume(found, stateful, data.train.order, cfg)
-    checkpoints = Checkpoints(out, stateful, data.train, rows, cfg, resumed_progress(found, device))
+    rows, changes = resume(found, stateful, data.train.order, cfg)
+    checkpoints = Checkpoints(out, stateful, data.train, rows, cfg, resumed_progress(found, device), changes)
 {% else %}
     rows = []
 {% endif %}
