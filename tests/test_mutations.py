@@ -1140,7 +1140,6 @@ MUTATIONS = {
         "checkpoint.py",
         "    if kept:\n",
         "    if False:\n",
-        "tests/test_checkpoint.py::test_every_setting_either_may_change_on_resume_and_is_recorded_or_is_refused_in_one_line "
         "tests/test_checkpoint.py::test_a_resume_that_changes_what_the_run_learns_is_refused_in_one_line_and_writes_nothing",
     ),
     "a resume's changes not kept in the run folder": (
