@@ -1148,6 +1148,18 @@ MUTATIONS = {
         "        pass",
         "tests/test_checkpoint.py::test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change",
     ),
+    "a warm-up beyond the epochs accepted": (
+        "config.py",
+        "        if self.warmup_epochs > self.epochs:",
+        "        if False:",
+        "tests/test_config.py::test_the_range_checks_refuse_each_bad_value_with_its_flag_and_accept_the_edges",
+    ),
+    "a negative clipping norm type accepted": (
+        "config.py",
+        "        if not self.clip_grad_norm_type > 0:",
+        "        if False:",
+        "tests/test_config.py::test_the_range_checks_refuse_each_bad_value_with_its_flag_and_accept_the_edges",
+    ),
     "runs starting together race to create the MLflow store": (
         "tracking.py",
         "        with store_lock(uri):",

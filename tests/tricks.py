@@ -316,6 +316,7 @@ ENTRIES = [
             "grad_norm averaged over batches, not optimizer steps",
             "a step fp16's scaler skipped still moves the EMA and counts in grad_norm",
             "accumulation clips each batch's share, not the group's mean gradient",
+            "a negative clipping norm type accepted",
         ),
         at_work=_grad_clipping,
         absent=_no_grad_clipping,

@@ -33,7 +33,8 @@ ROUND_TRIP_OVERRIDES = {"init_from": None, "checkpoint_every": "10min"}  # refus
 ROUND_TRIP_OVERRIDES: dict = {}
 {% endif %}
 
-BUILD_OVERRIDES = {"model": ["mobilenet_v3_small", "resnet18"]}  # real architectures, not a derived name
+# real architectures, not a derived name; a warm-up of at most the tiny config's one epoch
+BUILD_OVERRIDES = {"model": ["mobilenet_v3_small", "resnet18"], "warmup_epochs": [0, 1]}
 # Options that configure nothing train() builds before its first step: why, and the tests that cover them.
 EXEMPT = {
     "data": "the data source itself: test_data.py and test_datasets.py build each kind",
@@ -335,6 +336,17 @@ def test_the_range_checks_refuse_each_bad_value_with_its_flag_and_accept_the_edg
 {% if cookiecutter.use_distributed %}
         "dist_timeout": (10**14, "--dist-timeout must be at most 31536000 s (a year), got 100000000000000"),
 {% endif %}
+        "warmup_epochs": (
+            6,
+            "--warmup-epochs 6 is beyond --epochs 5: the learning rate would never reach --lr; lower it, or train for "
+            "longer",
+        ),
+{% if cookiecutter.use_grad_clipping %}
+        "clip_grad_norm_type": (
+            -1.0,
+            "--clip-grad-norm-type must be positive (2 for the L2 norm, inf for the largest value), got -1.0",
+        ),
+{% endif %}
     }
     for name, (value, message) in refused.items():
         with pytest.raises(UserError) as raised:
@@ -351,7 +363,13 @@ def test_the_range_checks_refuse_each_bad_value_with_its_flag_and_accept_the_edg
         TrainConfig(mean=[0.5, 0.5, 0.5], std=[1.0, 0.0, 1.0])
     edges = dict(lr=0.0, weight_decay=0.0, l1=0.0, momentum=0.0, gamma=0.0, num_workers=0, image_size=2)
     edges |= dict(random_erasing=1.0, val_split=0.999, batch_size=1, epochs=1, mean=[0, 0, 0], std=[1e-9, 1, 1])
-    edges |= dict(seed=2**32 - 1)
+    edges |= dict(seed=2**32 - 1, warmup_epochs=1)  # as many as --epochs
+{% if cookiecutter.use_grad_clipping %}
+    edges |= dict(clip_grad_norm_type=float("inf"))
+    assert TrainConfig(clip_grad_norm_type=0.5).clip_grad_norm_type == 0.5
+    with pytest.raises(UserError, match="^--clip-grad-norm-type must be positive"):
+        TrainConfig(clip_grad_norm_type=0.0)
+{% endif %}
     with pytest.raises(UserError, match="^--image-size must be between 2 and 4096, got 4097$"):
         TrainConfig(image_size=4097)
     assert TrainConfig(image_size=4096).image_size == 4096

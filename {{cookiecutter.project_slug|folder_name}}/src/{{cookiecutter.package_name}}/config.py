@@ -194,6 +194,18 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and not 0 <= value < math.inf:
                 raise UserError(f"--{name.replace('_', '-')} must be a finite number, not negative, got {value}")
+        if self.warmup_epochs > self.epochs:
+            raise UserError(
+                f"--warmup-epochs {self.warmup_epochs} is beyond --epochs {self.epochs}: the learning rate would never "
+                "reach --lr; lower it, or train for longer"
+            )
+{% if cookiecutter.use_grad_clipping %}
+        if not self.clip_grad_norm_type > 0:  # the p of a p-norm; inf passes
+            raise UserError(
+                f"--clip-grad-norm-type must be positive (2 for the L2 norm, inf for the largest value), "
+                f"got {self.clip_grad_norm_type}"
+            )
+{% endif %}
         if (self.mean is None) != (self.std is None):
             raise UserError("--mean and --std go together (normalisation needs both): give both or neither")
         if self.mean is not None and not all(math.isfinite(value) for value in self.mean):
