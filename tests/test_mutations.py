@@ -1144,9 +1144,33 @@ MUTATIONS = {
     ),
     "a resume's changes not kept in the run folder": (
         "checkpoint.py",
-        "        _record_changes(out / CHANGES, changes)",
-        "        pass",
+        "            files.write_text(out / CHANGES, table.getvalue())",
+        "            pass",
         "tests/test_checkpoint.py::test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change",
+    ),
+    "the changes of earlier resumes dropped": (
+        "checkpoint.py",
+        '    return state["metrics"], history + changes',
+        '    return state["metrics"], changes',
+        "tests/test_checkpoint.py::test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change",
+    ),
+    "a resume onto another split": (
+        "checkpoint.py",
+        '        changed.append("split")',
+        "        pass",
+        "tests/test_checkpoint.py::test_a_resume_keeps_the_split_it_trained_on_wherever_its_folder_goes",
+    ),
+    "a stop signal as a run starts goes unheeded": (
+        "checkpoint.py",
+        "        self.stop = _STOPS[-1] if _STOPS else GracefulStop()",
+        "        self.stop = GracefulStop()",
+        "tests/test_checkpoint.py::test_a_stop_signal_as_the_run_starts_stops_it_before_its_first_step_saying_so",
+    ),
+    "a stop signal between trials goes unheeded": (
+        "tune.py",
+        "                _stop_between_trials(stop, folder)\n",
+        "",
+        "tests/test_tune.py::test_a_stop_signal_between_trials_ends_the_search_there_and_the_same_command_goes_on",
     ),
     "a warm-up beyond the epochs accepted": (
         "config.py",

@@ -615,7 +615,6 @@ MAY_CHANGE_ON_RESUME = {
     "patience",
     "max_steps_per_epoch",
     "output_dir",
-    "split",
     "data_root",
     "device",
     "gpus",
@@ -628,6 +627,9 @@ MAY_CHANGE_ON_RESUME = {
     "profile",
     "detect_anomaly",
     "checkpoint_every",
+{% if cookiecutter.use_amp %}
+    "precision",
+{% endif %}
 {% if cookiecutter.use_distributed %}
     "nproc",
     "dist_timeout",
@@ -673,38 +675,73 @@ def test_every_setting_either_may_change_on_resume_and_is_recorded_or_is_refused
     assert not wrong, wrong
 
 
-def test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change(fingerprint, tmp_path, capsys):
-    run = tmp_path / "run"
+def changes_csv(run: Path) -> list[list[str]]:
+    with open(run / "changes.csv", newline="") as file:
+        return list(csv.reader(file))
+
+
+def test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change(tmp_path, capsys):
+    run, new = tmp_path / "run", tmp_path / "new"
     assert main([*SMOKE, "--output-dir", str(run)]) == 0
+    assert not (run / "changes.csv").exists()
     config = str(run / "config.yaml")
     assert main(["train", "--config", config, "--resume", "auto", "--epochs", "3", "--patience", "5"]) == 0
     out = capsys.readouterr().out
     assert "changed from step 1 of epoch 2 on: epochs 1 -> 3, patience None -> 5 (see changes.csv)" in out
+    (run / "planted.csv").write_text("not the run's\n")
+    (run / "changes.csv").unlink()
+    (run / "changes.csv").symlink_to(run / "planted.csv")  # replaced, never followed
     assert main(["train", "--config", config, "--resume", "auto", "--epochs", "4"]) == 0
     assert "changed from step 1 of epoch 4 on: epochs 3 -> 4 (see changes.csv)" in capsys.readouterr().out
-    with open(run / "changes.csv", newline="") as file:
-        assert list(csv.DictReader(file)) == [
-            {"epoch": "2", "step": "1", "setting": "epochs", "before": "1", "after": "3"},
-            {"epoch": "2", "step": "1", "setting": "patience", "before": "None", "after": "5"},
-            {"epoch": "4", "step": "1", "setting": "epochs", "before": "3", "after": "4"},
-        ]
+    header = ["epoch", "step", "setting", "before", "after"]
+    history = [header, ["2", "1", "epochs", "1", "3"], ["2", "1", "patience", "None", "5"]]
+    history += [["4", "1", "epochs", "3", "4"]]
+    assert changes_csv(run) == history and not (run / "changes.csv").is_symlink()
+    assert (run / "planted.csv").read_text() == "not the run's\n"
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert (saved["epochs"], saved["patience"]) == (4, 5)  # the values the run goes on with
     assert torch.load(run / "last.pt", weights_only=True)["config"]["epochs"] == 4
-    assert main(["train", "--config", config, "--resume", "auto", "--epochs", "5"]) == 0  # nothing else changed
-    assert list(csv.reader((run / "changes.csv").open()))[-1] == ["5", "1", "epochs", "4", "5"]
+    assert main(["train", "--resume", str(run / "last.pt"), "--output-dir", str(new), "--epochs", "5"]) == 0
+    assert changes_csv(new) == [*history, ["5", "1", "epochs", "4", "5"], ["5", "1", "output_dir", str(run), str(new)]]
+    assert main([*SMOKE, "--output-dir", str(new), "--overwrite"]) == 0  # a new run: none of the old one's history
+    assert not (new / "changes.csv").exists()
+
+
+def test_a_folder_in_the_place_of_changes_csv_is_refused_before_anything_is_written(fingerprint, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*SMOKE, "--output-dir", str(run)]) == 0
+    (run / "changes.csv").mkdir()
+    before = fingerprint(run)
+    resumed = ["train", "--config", str(run / "config.yaml"), "--resume", "auto", "--epochs", "2"]
+    refused(resumed, capsys, 5, f"{run / 'changes.csv'} is a folder, where the run keeps its changes; move it away")
+    assert fingerprint(run) == before and (run / "changes.csv").is_dir()
+
+
+def test_a_resume_keeps_the_split_it_trained_on_wherever_its_folder_goes(fingerprint, image_folder, tmp_path, capsys):
+    run, data = tmp_path / "run", ["--data", str(image_folder / "train"), "--image-size", "16"]  # held out
+    assert main([*SMOKE, *data, "--output-dir", str(run)]) == 0
+    with open(run / "split.csv", newline="") as file:
+        rows = list(csv.reader(file))
+    swapped = [rows[0], *reversed(rows[1:])]  # the same rows in another order: the same split
+    (tmp_path / "reordered.csv").write_text("".join(",".join(row) + "\n" for row in swapped))
+    other = [*rows[:-1], [*rows[-1][:2], "train" if rows[-1][2] == "val" else "val"]]  # one image moved over
+    (tmp_path / "other.csv").write_text("".join(",".join(row) + "\n" for row in other))
+    before = fingerprint(run)
+    resumed = ["train", "--config", str(run / "config.yaml"), "--resume", "auto", "--epochs", "2"]
+    refused([*resumed, "--split", str(tmp_path / "other.csv")], capsys, 4, "differs in: split")
+    assert fingerprint(run) == before
+    shutil.copytree(run, tmp_path / "copy")
+    copied = ["train", "--config", str(tmp_path / "copy" / "config.yaml"), "--resume", "auto", "--epochs", "2"]
+    assert main([*copied, "--split", str(tmp_path / "reordered.csv")]) == 0
+    changed = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("changed from"))
+    assert [part.split()[0] for part in changed.split(" on: ")[1].split(", ")] == ["epochs", "output_dir"]
 
 
 def test_a_resume_that_changes_what_the_run_learns_is_refused_in_one_line_and_writes_nothing(
-    fingerprint, tmp_path, capsys, monkeypatch
+    fingerprint, tmp_path, capsys
 ):
-{% if cookiecutter.use_amp %}
-    from {{ cookiecutter.package_name }} import amp
-
-    monkeypatch.setattr(amp, "native_cpu_bf16", lambda: True)  # bf16 kept on any CPU: the flag is what differs
-{% endif %}
     run = tmp_path / "run"
-    assert main([*SMOKE, "--output-dir", str(run), "--image-size", "32"{% if cookiecutter.use_amp %}, "--precision", "bf16"{% endif %}]) == 0
+    assert main([*SMOKE, "--output-dir", str(run), "--image-size", "32"]) == 0
     before, config = fingerprint(run), run / "config.yaml"
     resumed = ["train", "--config", str(config), "--resume", "auto", "--epochs", "2"]
     edits = {"image_size": (64, "image_size 32, now 64")}
@@ -717,12 +754,46 @@ def test_a_resume_that_changes_what_the_run_learns_is_refused_in_one_line_and_wr
         refused(resumed, capsys, 4, f"differs in: {said}); put them back, or start a new run in another --output-dir")
         config.write_text(text)
         assert fingerprint(run) == before
-{% if cookiecutter.use_amp %}
-    refused([*resumed, "--precision", "fp32"], capsys, 4, "differs in: precision bf16, now fp32)")
-    assert fingerprint(run) == before
-{% endif %}
     refused([*resumed, "--lr", "0.01", "--seed", "3"], capsys, 4, "differs in: lr 0.05, now 0.01; seed 0, now 3)")
     assert fingerprint(run) == before
+
+
+def _signalled_before(monkeypatch, name: str, number: int = signal.SIGTERM) -> None:
+    """train_module's `name` receives a stop signal as it is called, as if the scheduler sent one then."""
+    original = getattr(train_module, name)
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), number)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, name, signalled)
+
+
+def test_a_stop_signal_as_the_run_starts_stops_it_before_its_first_step_saying_so(tmp_path, capsys, monkeypatch):
+    """Before the epochs (the data, the model, the summary) a signal once killed the run by its default action."""
+    run, handler = tmp_path / "run", signal.getsignal(signal.SIGTERM)
+    _signalled_before(monkeypatch, "build_optimizer")
+    with pytest.raises(SystemExit) as stopped:
+        main([*SMOKE, "--output-dir", str(run)])
+    assert stopped.value.code == 128 + signal.SIGTERM
+    again = f"{SCRIPT} train --config {shlex.quote(str(run / 'config.yaml'))} --resume auto"
+    said = f"stopped by SIGTERM: nothing was saved yet; continue with: {again}"
+    assert capsys.readouterr().err.splitlines()[-1] == said
+    assert not (run / "metrics.csv").exists() and not (run / "last.pt").exists()  # not one step trained
+    assert signal.getsignal(signal.SIGTERM) == handler
+    monkeypatch.undo()
+    assert main(shlex.split(again)[1:]) == 0  # the printed command trains the run
+    assert len(metrics_without_time(run)) == 1
+
+
+def test_a_stop_signal_as_the_run_writes_its_final_files_lets_it_finish_them_and_says_so(tmp_path, capsys, monkeypatch):
+    run, handler = tmp_path / "run", signal.getsignal(signal.SIGTERM)
+    _signalled_before(monkeypatch, "_save_results", signal.SIGUSR1)
+    assert main([*SMOKE, "--output-dir", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert "SIGUSR1 came as the run wrote its final files: they are complete" in err, err
+    assert read_weights(run / "model.pt")[1]  # written whole, after the signal
+    assert signal.getsignal(signal.SIGTERM) == handler
 
 
 def test_a_resume_onto_data_with_other_classes_is_refused(fingerprint, image_folder, tmp_path, capsys):

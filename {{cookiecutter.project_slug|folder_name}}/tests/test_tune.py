@@ -278,6 +278,35 @@ def test_a_tune_killed_before_its_trial_had_a_folder_goes_on_and_counts_that_tri
     assert sorted(path.name for path in folder.iterdir() if path.is_dir()) == ["trial-001"]
 
 
+{% if cookiecutter.use_checkpointing %}
+def test_a_stop_signal_between_trials_ends_the_search_there_and_the_same_command_goes_on(
+    searched, tmp_path, capsys, monkeypatch
+):
+    """Between two trials no run catches a signal: it once killed tune by its default action, without a word."""
+    import signal
+
+    space, folder = space_file(tmp_path, "lr: [0.05, 0.1]\n"), Path(searched.output_dir)
+    run_trial, handler = tune_module._run_trial, signal.getsignal(signal.SIGTERM)
+
+    def then_signalled(*args):
+        run_trial(*args)
+        os.kill(os.getpid(), signal.SIGTERM)  # as the first trial has ended
+
+    monkeypatch.setattr(tune_module, "_run_trial", then_signalled)
+    with pytest.raises(SystemExit) as stopped:
+        tune(replace(searched, epochs=1), space, 3, None, 5)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    said = f"stopped by SIGTERM between trials in {folder}; the same tune command continues the search"
+    assert capsys.readouterr().err.splitlines()[-1] == said
+    assert signal.getsignal(signal.SIGTERM) == handler
+    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{folder / 'study.db'}")
+    assert [trial.state.name for trial in study.trials] == ["COMPLETE"]  # no trial after the signal
+    monkeypatch.undo()
+    tune(replace(searched, epochs=1), space, 3, None, 5)
+    assert [row["state"] for row in trials_csv(folder)] == ["COMPLETE"] * 3  # the first kept, two more
+
+
+{% endif %}
 def test_a_study_db_cut_short_or_emptied_is_one_line_naming_it(searched, tmp_path):
     space = space_file(tmp_path, "lr: [0.05]\n")
     folder = Path(searched.output_dir)

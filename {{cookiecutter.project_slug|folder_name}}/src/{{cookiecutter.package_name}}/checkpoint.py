@@ -7,10 +7,11 @@ weights_only=True)` reads it and no code is ever unpickled. Files are written to
 renamed, so a crash mid-write leaves the previous checkpoint intact.
 """
 
+import contextlib
 import csv
 import dataclasses
+import functools
 import io
-import os
 import random
 import shlex
 import signal
@@ -70,8 +71,8 @@ def restore_rng(state: dict, loader_generator: torch.Generator) -> None:
 def save_checkpoints(
     out: Path, stateful: dict, loader, metrics: list[dict], cfg, progress: Progress | None = None, changes=()
 ):
-    """last.pt after an epoch, or in the middle of one with the epoch's `progress` (and no best.pt then); the
-    `changes` a resume made to the config are added to changes.csv first."""
+    """last.pt after an epoch, or in the middle of one with the epoch's `progress` (and no best.pt then); with the
+    `changes` resumes made to the config, which changes.csv then shows."""
     rng = rng_state(loader.order)
     if progress:  # the generator as the epoch started: the resumed epoch draws the same order, then skips its start
         rng["loader"] = loader.sampler.epoch_start
@@ -86,37 +87,28 @@ def save_checkpoints(
 {% endif %}
 
 
-def _write(out: Path, stateful: dict, ranks: list[dict], metrics: list[dict], cfg, changes) -> None:
+def _write(out: Path, stateful: dict, ranks: list[dict], metrics: list[dict], cfg, changes: list[dict]) -> None:
     """Write last.pt; after an epoch, make it best.pt too when that epoch has the best validation accuracy so far.
-    The changes go first: killed in between, the resume from the older checkpoint finds them again."""
-    if changes:
-        _record_changes(out / CHANGES, changes)
+    The checkpoint holds the history of changes (a resume into a new folder carries it); changes.csv is written
+    from it afterwards, whole (a kill in between leaves it to the next checkpoint)."""
     state = {name: _on_cpu(obj.state_dict()) for name, obj in stateful.items()}  # loads on any machine
     rng = [own["rng"] for own in ranks]
-    state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng, "config": saved_fields(cfg)}
+    state |= {"epoch": len(metrics), "metrics": metrics, "rng": rng, "config": saved_fields(cfg), "changes": changes}
     mid_epoch = ranks[0]["progress"] is not None
     if mid_epoch:
         state["progress"] = [own["progress"] for own in ranks]
     files.save(state, out / "last.pt")
     if not mid_epoch and metrics[-1]["val_acc"] > max((row["val_acc"] for row in metrics[:-1]), default=-1.0):
         files.share(out / "last.pt", out / "best.pt")  # one file under two names: not written twice
-
-
-def _record_changes(path: Path, changes: list[dict]) -> None:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ",".join(CHANGES_COLUMNS) + "\n"
-    table = io.StringIO()
-    writer = csv.DictWriter(table, CHANGES_COLUMNS, lineterminator="\n")
-    writer.writerows(change for change in changes if _csv_row(change) not in text)  # written before, then killed
-    files.write_text(path, text + table.getvalue())
-
-
-def _csv_row(row: dict) -> str:
-    table = io.StringIO()
-    csv.DictWriter(table, CHANGES_COLUMNS, lineterminator="\n").writerow(row)
-    return table.getvalue()
+    if changes:
+        table = io.StringIO()
+        writer = csv.DictWriter(table, CHANGES_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(changes)
+        try:
+            files.write_text(out / CHANGES, table.getvalue())  # a planted link is replaced, not followed
+        except OSError as exc:
+            raise files.cannot_write(out / CHANGES, exc) from None
 
 
 def _on_cpu(state):
@@ -201,6 +193,8 @@ def check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
 
 
 def _check_continuation(out: Path, found: tuple[Path, dict] | None, cfg) -> None:
+    if (out / CHANGES).is_dir() and not (out / CHANGES).is_symlink() and not cfg.overwrite:
+        raise OutputError(f"{out / CHANGES} is a folder, where the run keeps its changes; move it away")
     finished = (out / "model.pt").exists()
     if found is None:
         if cfg.overwrite:
@@ -281,8 +275,8 @@ def _stopped_early(state: dict, patience: int) -> bool:
 
 
 def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cfg) -> tuple[list[dict], list[dict]]:
-    """Restore every stateful object and RNG stream; return the metrics rows of the epochs already done, and what
-    this resume changes of the saved config (resume_changes)."""
+    """Restore every stateful object and RNG stream; return the metrics rows of the epochs already done, and the
+    changes made to the config by the resumes so far, this one's (resume_changes) last."""
     if found is None:
         return [], []
     path, state = found
@@ -294,6 +288,9 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
     mid_epoch = "progress" in state
     if mid_epoch and not _usable_progress(state["progress"]):
         unusable.append("progress")
+    history = state.get("changes", [])  # none in a checkpoint of a run never changed
+    if not isinstance(history, list) or any(not isinstance(row, dict) or [*row] != CHANGES_COLUMNS for row in history):
+        unusable.append("changes")
     if unusable:
         raise ModelError(f"{path} has no usable {', '.join(unusable)}; {RESUME_FROM}")
     changes = resume_changes(path, state, cfg)
@@ -329,7 +326,7 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
     if changes:
         said = ", ".join(f"{change['setting']} {change['before']} -> {change['after']}" for change in changes)
         print(f"changed from step {changes[0]['step']} of epoch {changes[0]['epoch']} on: {said} (see {CHANGES})")
-    return state["metrics"], changes
+    return state["metrics"], history + changes
 
 
 def resume_changes(path: Path, state: dict, cfg) -> list[dict]:
@@ -337,12 +334,13 @@ def resume_changes(path: Path, state: dict, cfg) -> list[dict]:
     Only RESUME_MAY_CHANGE may change (not the epoch's length mid-epoch); any other is refused in one line, naming
     each with its two values: the checkpoint's weights, optimizer state and metrics were made with the saved ones."""
     saved, now = state["config"], saved_fields(cfg)
-    own_split = path.parent / "split.csv"  # what a saved split of None read back (the run's own), wherever it is now
-    if saved.get("split") is None and own_split.is_file():
-        saved = saved | {"split": os.path.abspath(own_split)}
     mid_epoch = "progress" in state
     may_change = RESUME_MAY_CHANGE - ({"max_steps_per_epoch"} if mid_epoch else set())
-    changed = [name for name, value in now.items() if saved.get(name) != value]
+    changed = [name for name, value in now.items() if saved.get(name) != value and name != "split"]
+    # the split is its images: the run's own split.csv is the same split wherever its folder has gone
+    before = _split_held(saved.get("split"), saved.get("output_dir"), path.parent)
+    if before != _split_held(now["split"], now["output_dir"], Path(now["output_dir"] or path.parent)):
+        changed.append("split")
     kept = [f"{name} {_shown(saved.get(name))}, now {_shown(now[name])}" for name in changed if name not in may_change]
     if kept:
         where = "" if (path.parent / "config.yaml").is_file() else "; with no config.yaml beside it, give its flags"
@@ -355,6 +353,21 @@ def resume_changes(path: Path, state: dict, cfg) -> list[dict]:
         {"epoch": epoch, "step": step, "setting": name, "before": _shown(saved.get(name)), "after": _shown(now[name])}
         for name in changed
     ]
+
+
+def _split_held(split: str | None, run_folder: str | None, folder_now: Path) -> list | str | None:
+    """What a split names: the rows of its file, in any order (none: the data's own split). A run's own split.csv,
+    named or not (None), is read where its folder is now."""
+    own = folder_now / "split.csv"
+    if split is None or (run_folder and Path(split) == Path(run_folder, "split.csv")):
+        split = own
+    try:
+        with open(split, newline="", encoding="utf-8") as file:
+            return sorted(map(tuple, csv.reader(file)))
+    except FileNotFoundError:
+        return None if Path(split) == own else str(split)  # a named file gone: not the same split
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return str(split)
 
 
 def _shown(value) -> str:
@@ -399,8 +412,9 @@ class Checkpoints:
 
     def __init__(self, out: Path, stateful: dict, loader, metrics: list[dict], cfg, resumed: Progress | None, changes):
         self.out, self.stateful, self.loader, self.metrics, self.cfg = out, stateful, loader, metrics, cfg
-        self.changes = changes  # a resume's, recorded with the first checkpoint that holds them
-        self.stop, self.resumed, self.saved, self.stopped = GracefulStop(), resumed, None, False
+        self.changes = changes  # every resume's so far: each checkpoint holds them, changes.csv shows them
+        self.stop = _STOPS[-1] if _STOPS else GracefulStop()  # train()'s: a signal as it started stops it at once
+        self.resumed, self.saved, self.stopped = resumed, None, False
         every = CHECKPOINT_EVERY.fullmatch(str(cfg.checkpoint_every)) if cfg.checkpoint_every else None
         count, minutes = every.groups() if every else (None, None)
         self.every_steps = int(count) if count and not minutes else None
@@ -454,14 +468,12 @@ class Checkpoints:
         if not (update and self.due):
             return False
         save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg, progress, self.changes)
-        self.changes = []
         self.saved = f"step {progress.step} of epoch {len(self.metrics) + 1}"
         self.steps, self.clock, self.due, self.stopped = 0, time.monotonic(), False, bool(stop)
         return self.stopped
 
     def save_epoch(self) -> None:
         save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg, changes=self.changes)
-        self.changes = []
         self.saved, self.steps, self.clock = "the last completed epoch", 0, time.monotonic()
 
     def exit_if_stopped(self) -> None:
@@ -501,10 +513,19 @@ class GracefulStop:
             self.signal, self.since = number, time.monotonic()
 
 {% endif %}
-    def epochs(self, epochs):
-        """Yield epochs with the signal handlers installed; stop yielding once a stop was asked for."""
+    @contextlib.contextmanager
+    def caught(self):
+        """The stop signals are requests to this object while the block runs; the handlers before it, after."""
         previous = {number: signal.signal(number, self._request) for number in STOP_SIGNALS}
         try:
+            yield previous
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    def epochs(self, epochs):
+        """Yield epochs with the signal handlers installed; stop yielding once a stop was asked for."""
+        with self.caught():
             for epoch in epochs:
 {% if cookiecutter.use_distributed %}
                 self.adopt(max(gather(self.signal or 0)))  # every rank stops at the same epoch
@@ -515,9 +536,6 @@ class GracefulStop:
 {% if cookiecutter.use_distributed %}
             self.adopt(max(gather(self.signal or 0)))  # and after the last one: all save their results, or none
 {% endif %}
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
 
     def exit_if_stopped(self, out: Path, saved: str | None = None) -> None:
         """After a stop: say where the run can continue from (`saved`: what last.pt holds, if this run wrote it), and
@@ -534,4 +552,36 @@ class GracefulStop:
             again = f"{SCRIPT} train --config {shlex.quote(str(out / 'config.yaml'))} --resume auto"
             print(f"stopped by {name}: {saved}; continue with: {again}", file=sys.stderr)
             raise SystemExit(128 + self.signal)
+
+
+_STOPS: list[GracefulStop] = []  # the stop requests of the train() calls under way, innermost last
+
+
+def catching_stop_signals(function):
+    """Stop signals are requests for the whole of a run, not only its epochs: one that comes while the run starts
+    stops it at its first resumable point, the start of the epoch loop, saying so; one that comes while it writes its
+    final files lets it finish them, then says so. A caller's own handler (tune's, between trials) then gets it."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        stop = GracefulStop()
+        _STOPS.append(stop)
+        try:
+            with stop.caught() as previous:
+                result = function(*args, **kwargs)
+        finally:
+            _STOPS.remove(stop)
+        if stop:  # the epochs were done: exit_if_stopped ends the run otherwise
+            name = signal.Signals(stop.signal).name
+{% if cookiecutter.use_distributed %}
+            if is_main():
+                print(f"{name} came as the run wrote its final files: they are complete", file=sys.stderr)
+{% else %}
+            print(f"{name} came as the run wrote its final files: they are complete", file=sys.stderr)
+{% endif %}
+            if callable(handler := previous[stop.signal]):
+                handler(stop.signal, None)
+        return result
+
+    return call
 {% endif %}

@@ -272,7 +272,6 @@ RESUME_MAY_CHANGE = {
     "patience",
     "max_steps_per_epoch",
     "output_dir",  # a resume into another folder, or a run folder copied
-    "split",  # the run folder's own split.csv, wherever the folder is now
     "data_root",
     "device",
     "gpus",
@@ -285,6 +284,9 @@ RESUME_MAY_CHANGE = {
     "profile",
     "detect_anomaly",
     "checkpoint_every",
+{% if cookiecutter.use_amp %}
+    "precision",  # fp16 on a GPU is bf16 or fp32 on a CPU
+{% endif %}
 {% if cookiecutter.use_distributed %}
     "nproc",
     "dist_timeout",

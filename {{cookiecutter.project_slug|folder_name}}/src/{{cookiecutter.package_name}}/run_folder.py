@@ -22,7 +22,7 @@ OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate an
     *("*.onnx", "*.onnx.data", "*.onnx.json", "*.pt2", "*.pt2.json"),  # export's
     *("*.torchscript.pt", "*.torchscript.pt.json"),
 {% if cookiecutter.use_checkpointing %}
-    *("last.pt", "best.pt"),
+    *("last.pt", "best.pt", "changes.csv"),
 {% endif %}
 {% if cookiecutter.use_ema %}
     "ema.pt",

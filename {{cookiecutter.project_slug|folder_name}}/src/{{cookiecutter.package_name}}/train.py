@@ -14,7 +14,15 @@ from torchinfo import summary
 from .amp import make_scaler, resolve_precision
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
-from .checkpoint import Checkpoints, ClassNames, check_continuation, find_checkpoint, resume, resumed_progress
+from .checkpoint import (
+    Checkpoints,
+    ClassNames,
+    catching_stop_signals,
+    check_continuation,
+    find_checkpoint,
+    resume,
+    resumed_progress,
+)
 {% endif %}
 from .config import TrainConfig, save_config
 from .data import (
@@ -194,6 +202,9 @@ def _save_results(out: Path, weights: dict[str, nn.Module], cfg: TrainConfig, cl
 @stopping_data_workers
 {% if cookiecutter.tracker != "none" %}
 @ending_tracked_runs
+{% endif %}
+{% if cookiecutter.use_checkpointing %}
+@catching_stop_signals
 {% endif %}
 def train(cfg: TrainConfig, after_epoch=None) -> dict:
     """The whole run. `after_epoch(rows)`, if given, sees the metrics rows after each epoch is saved: tune's trials

@@ -30,6 +30,7 @@ import os
 import re
 import shlex
 {% if ckpt %}
+import signal
 import sys
 {% endif %}
 import time
@@ -38,6 +39,9 @@ from urllib.parse import quote
 
 import yaml
 
+{% if ckpt %}
+from .checkpoint import GracefulStop
+{% endif %}
 from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce, saved_fields
 {% if ddp %}
 from .distributed import broadcast, is_main, setup, world_size
@@ -231,13 +235,24 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
     if folder.is_dir() and any(folder.iterdir()) and not (folder / "study.db").is_file():
         raise OutputError(f"--output-dir {folder} holds files that no tune wrote; pick an empty or new folder")
     lock = _lock(folder)
+{% if ckpt %}
+    stop = GracefulStop()  # a signal between trials; train() catches those that come during one
+{% endif %}
     try:
         study = _open_study(optuna, folder, startup_trials, base, space)
         # seeded, and a search continued later does not replay the proposals it already made
         study.sampler = optuna.samplers.TPESampler(seed=base.seed + len(study.trials))
         started = time.monotonic()
+{% if ckpt %}
+        with stop.caught():
+            while _finished(optuna, study) < trials and (timeout is None or time.monotonic() - started < timeout):
+                _stop_between_trials(stop, folder)
+                _run_trial(optuna, study, space, base, folder)
+            _stop_between_trials(stop, folder)  # came as the last trial wrote its files
+{% else %}
         while _finished(optuna, study) < trials and (timeout is None or time.monotonic() - started < timeout):
             _run_trial(optuna, study, space, base, folder)
+{% endif %}
 {% if ddp %}
         broadcast(None)  # no more trials: the other ranks return
 {% endif %}
@@ -246,6 +261,19 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
         unlock(lock)
 
 
+{% if ckpt %}
+def _stop_between_trials(stop: GracefulStop, folder: Path) -> None:
+    """A stop signal that came between two trials (or as one wrote its final files) ends the search there."""
+    if stop:
+{% if ddp %}
+        broadcast(None)  # the other ranks return too
+{% endif %}
+        again = "the same tune command continues the search"
+        print(f"stopped by {signal.Signals(stop.signal).name} between trials in {folder}; {again}", file=sys.stderr)
+        raise SystemExit(128 + stop.signal)
+
+
+{% endif %}
 def _open_study(optuna, folder: Path, startup_trials: int, base: TrainConfig, space: dict):
     """The study in study.db, checked against this command and with its killed trials queued again. A file that is
     no SQLite database (cut short, copied half) is one line naming it, not the database driver's traceback."""
@@ -281,11 +309,21 @@ def _open_study(optuna, folder: Path, startup_trials: int, base: TrainConfig, sp
 {% if ddp %}
 def _follow(optuna) -> dict:
     """A rank other than 0 trains each trial rank 0 hands out, until it hands out None."""
+{% if ckpt %}
+    with GracefulStop().caught():  # a stop signal between trials: rank 0 ends the search, says so, hands out None
+        _follow_trials(optuna)
+    return {}
+
+
+def _follow_trials(optuna) -> None:
+{% endif %}
     while (cfg := _next_trial()) is not None:
         # rank 0 tells the study; an error that stops the search stops rank 0, and _next_trial then says so
         with contextlib.suppress(optuna.TrialPruned, UserError):
             train(cfg, after_epoch=_Pruning(optuna, None))
+{% if not ckpt %}
     return {}
+{% endif %}
 
 
 def _next_trial():
