@@ -40,6 +40,23 @@ def test_a_run_writes_resolved_config_metrics_and_weights(tiny_config, tmp_path)
     assert answers["package_name"] == "{{ cookiecutter.package_name }}"
 
 
+def test_validation_capped_by_max_steps_per_epoch_says_so(tiny_config, capsys):
+    """per_class.csv's supports then sum to fewer images than the validation set holds: one batch's here."""
+    import re
+
+    out = train(replace(tiny_config, max_steps_per_epoch=1))["weights"].parent
+    said = re.search(r"validation: the first 1 of (\d+) batches \(--max-steps-per-epoch\)", capsys.readouterr().out)
+    assert said and int(said[1]) > 1
+    with open(out / "per_class.csv", newline="") as file:
+        supports = [int(row["support"]) for row in csv.DictReader(file) if row["class"] not in AVERAGES]
+    assert sum(supports) == tiny_config.batch_size
+    train(replace(tiny_config, max_steps_per_epoch=int(said[1]), overwrite=True))
+    assert "validation: the first" not in capsys.readouterr().out
+
+
+AVERAGES = {"micro avg", "macro avg", "weighted avg"}
+
+
 def test_the_last_line_names_the_file_that_holds_each_figure(tiny_config, tmp_path, capsys, monkeypatch):
     """Epoch 1 validates best: its figure belongs to {{ 'best.pt' if cookiecutter.use_checkpointing else 'no file' }}, model.pt's to epoch 2."""
     from {{ cookiecutter.package_name }} import train as train_module

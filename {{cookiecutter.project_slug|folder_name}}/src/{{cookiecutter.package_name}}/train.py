@@ -306,6 +306,8 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     _start_run_dir(folder, cfg, data)
 {% endif %}
     print(f"run folder: {out}")
+    if cfg.max_steps_per_epoch and cfg.max_steps_per_epoch < len(data.val):  # per_class.csv's supports: these only
+        print(f"validation: the first {cfg.max_steps_per_epoch} of {len(data.val)} batches (--max-steps-per-epoch)")
 {% if cookiecutter.use_distributed and cookiecutter.use_checkpointing %}
     note_run_folder(out)  # for --nproc's launcher, to name the checkpoint to continue from if a worker dies
 {% endif %}
