@@ -777,8 +777,8 @@ MUTATIONS = {
     ),
     "the other ranks never told that the search ended": (
         "tune.py",
-        "        broadcast(None)  # no more trials: the other ranks return",
-        "        pass",
+        "    broadcast(None)  # no more trials: the other ranks return",
+        "    pass",
         "tests/test_tune.py::test_a_search_on_two_processes_prunes_with_rank_0s_decision_on_both",
     ),
     "every run in a process group opens a gloo group of its own": (
@@ -1166,9 +1166,21 @@ MUTATIONS = {
         "        self.stop = GracefulStop()",
         "tests/test_checkpoint.py::test_a_stop_signal_as_the_run_starts_stops_it_before_its_first_step_saying_so",
     ),
+    "a Ctrl-C as a run writes its final files raised after they are written": (
+        "checkpoint.py",
+        "            if callable(handler) and handler is not signal.default_int_handler:",
+        "            if callable(handler):",
+        "tests/test_checkpoint.py::test_a_stop_signal_as_the_run_writes_its_final_files_lets_it_finish_them_and_says_so",
+    ),
+    "a stop signal as a trial is set up goes unheeded": (
+        "checkpoint.py",
+        "            stop.signal, stop.since = _STOPS[-1].signal, _STOPS[-1].since",
+        "            pass",
+        "tests/test_tune.py::test_a_stop_signal_as_a_trial_is_set_up_stops_that_trial_before_its_first_step",
+    ),
     "a stop signal between trials goes unheeded": (
         "tune.py",
-        "                _stop_between_trials(stop, folder)\n",
+        "        _stop_between_trials(stop, folder)\n",
         "",
         "tests/test_tune.py::test_a_stop_signal_between_trials_ends_the_search_there_and_the_same_command_goes_on",
     ),

@@ -774,26 +774,38 @@ def test_a_stop_signal_as_the_run_starts_stops_it_before_its_first_step_saying_s
     run, handler = tmp_path / "run", signal.getsignal(signal.SIGTERM)
     _signalled_before(monkeypatch, "build_optimizer")
     with pytest.raises(SystemExit) as stopped:
-        main([*SMOKE, "--output-dir", str(run)])
+        main([*SMOKE, "--epochs", "2", "--output-dir", str(run)])
     assert stopped.value.code == 128 + signal.SIGTERM
-    again = f"{SCRIPT} train --config {shlex.quote(str(run / 'config.yaml'))} --resume auto"
-    said = f"stopped by SIGTERM: nothing was saved yet; continue with: {again}"
+    said = "stopped by SIGTERM: nothing was saved yet; run the same command again"
     assert capsys.readouterr().err.splitlines()[-1] == said
     assert not (run / "metrics.csv").exists() and not (run / "last.pt").exists()  # not one step trained
     assert signal.getsignal(signal.SIGTERM) == handler
     monkeypatch.undo()
-    assert main(shlex.split(again)[1:]) == 0  # the printed command trains the run
-    assert len(metrics_without_time(run)) == 1
+    assert main([*SMOKE, "--output-dir", str(run)]) == 0  # the same command, as said
+    _signalled_before(monkeypatch, "build_optimizer", signal.SIGUSR1)
+    with pytest.raises(SystemExit) as stopped:  # a resume, stopped as it starts: its checkpoint is kept
+        main(["train", "--config", str(run / "config.yaml"), "--resume", "auto", "--epochs", "2"])
+    assert stopped.value.code == 128 + signal.SIGUSR1
+    again = f"{SCRIPT} train --config {shlex.quote(str(run / 'config.yaml'))} --resume auto"
+    said = f"stopped by SIGUSR1: {run / 'last.pt'} is as it was; continue with: {again}"
+    assert capsys.readouterr().err.splitlines()[-1] == said
+    monkeypatch.undo()
+    assert main(shlex.split(again)[1:]) == 0  # config.yaml holds --epochs 2 already
+    assert len(metrics_without_time(run)) == 2
 
 
-def test_a_stop_signal_as_the_run_writes_its_final_files_lets_it_finish_them_and_says_so(tmp_path, capsys, monkeypatch):
-    run, handler = tmp_path / "run", signal.getsignal(signal.SIGTERM)
-    _signalled_before(monkeypatch, "_save_results", signal.SIGUSR1)
+@pytest.mark.parametrize("number", [signal.SIGUSR1, signal.SIGINT], ids=["SIGUSR1", "SIGINT"])
+def test_a_stop_signal_as_the_run_writes_its_final_files_lets_it_finish_them_and_says_so(
+    tmp_path, capsys, monkeypatch, number
+):
+    """The run has finished: it exits 0 (a Ctrl-C there is no KeyboardInterrupt after the fact either)."""
+    run, handlers = tmp_path / "run", {number: signal.getsignal(number) for number in checkpoint.STOP_SIGNALS}
+    _signalled_before(monkeypatch, "_save_results", number)
     assert main([*SMOKE, "--output-dir", str(run)]) == 0
     err = capsys.readouterr().err
-    assert "SIGUSR1 came as the run wrote its final files: they are complete" in err, err
+    assert f"{signal.Signals(number).name} came as the run wrote its final files: they are complete" in err, err
     assert read_weights(run / "model.pt")[1]  # written whole, after the signal
-    assert signal.getsignal(signal.SIGTERM) == handler
+    assert {number: signal.getsignal(number) for number in checkpoint.STOP_SIGNALS} == handlers
 
 
 def test_a_resume_onto_data_with_other_classes_is_refused(fingerprint, image_folder, tmp_path, capsys):
@@ -1069,12 +1081,16 @@ def test_after_a_stop_the_run_exits_128_plus_the_signal_saying_how_to_continue(t
     with pytest.raises(SystemExit) as raised:
         stop.exit_if_stopped(tmp_path)
     assert raised.value.code == 143
-    assert capsys.readouterr().err == f"stopped by SIGTERM: nothing was saved yet; {again}\n"
+    # nothing to continue from: the command itself may hold what config.yaml does not (--resume PATH, --init-from)
+    assert capsys.readouterr().err == "stopped by SIGTERM: nothing was saved yet; run the same command again\n"
     (tmp_path / "last.pt").write_bytes(b"")
     with pytest.raises(SystemExit) as raised:
         stop.exit_if_stopped(tmp_path)
     assert raised.value.code == 143
-    saved = f"{tmp_path / 'last.pt'} holds the last completed epoch"
+    assert capsys.readouterr().err == f"stopped by SIGTERM: {tmp_path / 'last.pt'} is as it was; {again}\n"
+    with pytest.raises(SystemExit):
+        stop.exit_if_stopped(tmp_path, "step 3 of epoch 2")
+    saved = f"{tmp_path / 'last.pt'} holds step 3 of epoch 2"
     assert capsys.readouterr().err == f"stopped by SIGTERM: {saved}; {again}\n"
 {% if cookiecutter.use_distributed %}
     monkeypatch.setattr(checkpoint, "is_main", lambda: False)  # another rank: rank 0 says where to continue

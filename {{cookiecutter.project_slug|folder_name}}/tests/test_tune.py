@@ -306,6 +306,50 @@ def test_a_stop_signal_between_trials_ends_the_search_there_and_the_same_command
     assert [row["state"] for row in trials_csv(folder)] == ["COMPLETE"] * 3  # the first kept, two more
 
 
+def test_a_stop_signal_as_a_trial_is_set_up_stops_that_trial_before_its_first_step(searched, tmp_path, capsys):
+    """Between tune's check and the trial's own handlers, the request is handed on: the trial does not train."""
+    import signal
+
+    from {{ cookiecutter.package_name }} import train as train_module
+
+    space, folder = space_file(tmp_path, "lr: [0.05]\n"), Path(searched.output_dir)
+
+    def signalled_train(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return train_module.train(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tune_module, "train", signalled_train)
+        with pytest.raises(SystemExit) as stopped:
+            tune(replace(searched, epochs=1), space, 2, None, 5)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM: nothing was saved yet" in capsys.readouterr().err
+    assert not (folder / "trial-000" / "metrics.csv").exists()  # not one step trained
+    tune(replace(searched, epochs=1), space, 2, None, 5)
+    assert [row["state"] for row in trials_csv(folder)][-2:] == ["COMPLETE", "COMPLETE"]
+
+
+def test_a_stop_signal_as_the_last_trial_ends_lets_the_search_write_its_report(searched, tmp_path, capsys):
+    import signal
+
+    from {{ cookiecutter.package_name }} import train as train_module
+
+    space = space_file(tmp_path, "lr: [0.05, 0.1]\n")
+    save_results, calls = train_module._save_results, []
+
+    def signalled_at_the_last(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return save_results(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(train_module, "_save_results", signalled_at_the_last)
+        result = tune(replace(searched, epochs=1), space, 2, None, 5)
+    assert [row["state"] for row in result["trials"]] == ["COMPLETE", "COMPLETE"] and result["best"].is_file()
+    assert "SIGTERM came as the search ended: its report is complete" in capsys.readouterr().err
+
+
 {% endif %}
 def test_a_study_db_cut_short_or_emptied_is_one_line_naming_it(searched, tmp_path):
     space = space_file(tmp_path, "lr: [0.05]\n")

@@ -39,6 +39,7 @@ RESUME_FROM = "resume from the last.pt or best.pt of a run"
 FITTING = "resume with the flags the run was trained with, or start anew from its weights with --init-from"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)  # schedulers, Ctrl-C, SLURM's warning before a limit
 REPEAT_SECONDS = 1.0  # the same signal again within this: the same request (a second one later stops at once)
+_STOPS: list["GracefulStop"] = []  # the stop requests being caught (GracefulStop.caught), innermost last
 CHANGES = "changes.csv"  # what resumes changed, from which epoch and step: config.yaml holds the latest values
 CHANGES_COLUMNS = ["epoch", "step", "setting", "before", "after"]
 
@@ -517,9 +518,11 @@ class GracefulStop:
     def caught(self):
         """The stop signals are requests to this object while the block runs; the handlers before it, after."""
         previous = {number: signal.signal(number, self._request) for number in STOP_SIGNALS}
+        _STOPS.append(self)
         try:
             yield previous
         finally:
+            _STOPS.pop()
             for number, handler in previous.items():
                 signal.signal(number, handler)
 
@@ -547,30 +550,30 @@ class GracefulStop:
         if self:
             name = signal.Signals(self.signal).name
             last = out / "last.pt"
-            saved = saved or ("the last completed epoch" if last.exists() else None)
-            saved = f"{last} holds {saved}" if saved else "nothing was saved yet"
-            again = f"{SCRIPT} train --config {shlex.quote(str(out / 'config.yaml'))} --resume auto"
-            print(f"stopped by {name}: {saved}; continue with: {again}", file=sys.stderr)
+            again = f"continue with: {SCRIPT} train --config {shlex.quote(str(out / 'config.yaml'))} --resume auto"
+            if saved:
+                said = f"{last} holds {saved}; {again}"
+            elif last.exists():  # stopped as it started: the checkpoint it would have continued from
+                said = f"{last} is as it was; {again}"
+            else:  # the command may hold what config.yaml does not (--resume PATH, --init-from)
+                said = "nothing was saved yet; run the same command again"
+            print(f"stopped by {name}: {said}", file=sys.stderr)
             raise SystemExit(128 + self.signal)
-
-
-_STOPS: list[GracefulStop] = []  # the stop requests of the train() calls under way, innermost last
 
 
 def catching_stop_signals(function):
     """Stop signals are requests for the whole of a run, not only its epochs: one that comes while the run starts
     stops it at its first resumable point, the start of the epoch loop, saying so; one that comes while it writes its
-    final files lets it finish them, then says so. A caller's own handler (tune's, between trials) then gets it."""
+    final files lets it finish them, then says so. A caller's own handler (tune's, between trials) then gets it, and
+    a request the caller had not acted on yet is this run's from its start."""
 
     @functools.wraps(function)
     def call(*args, **kwargs):
         stop = GracefulStop()
-        _STOPS.append(stop)
-        try:
-            with stop.caught() as previous:
-                result = function(*args, **kwargs)
-        finally:
-            _STOPS.remove(stop)
+        if _STOPS and _STOPS[-1]:  # tune's, asked for as the trial was set up
+            stop.signal, stop.since = _STOPS[-1].signal, _STOPS[-1].since
+        with stop.caught() as previous:
+            result = function(*args, **kwargs)
         if stop:  # the epochs were done: exit_if_stopped ends the run otherwise
             name = signal.Signals(stop.signal).name
 {% if cookiecutter.use_distributed %}
@@ -579,7 +582,8 @@ def catching_stop_signals(function):
 {% else %}
             print(f"{name} came as the run wrote its final files: they are complete", file=sys.stderr)
 {% endif %}
-            if callable(handler := previous[stop.signal]):
+            handler = previous[stop.signal]
+            if callable(handler) and handler is not signal.default_int_handler:  # a KeyboardInterrupt: not now
                 handler(stop.signal, None)
         return result
 

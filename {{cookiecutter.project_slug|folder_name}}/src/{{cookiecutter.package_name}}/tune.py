@@ -235,35 +235,44 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
     if folder.is_dir() and any(folder.iterdir()) and not (folder / "study.db").is_file():
         raise OutputError(f"--output-dir {folder} holds files that no tune wrote; pick an empty or new folder")
     lock = _lock(folder)
-{% if ckpt %}
-    stop = GracefulStop()  # a signal between trials; train() catches those that come during one
-{% endif %}
     try:
         study = _open_study(optuna, folder, startup_trials, base, space)
         # seeded, and a search continued later does not replay the proposals it already made
         study.sampler = optuna.samplers.TPESampler(seed=base.seed + len(study.trials))
-        started = time.monotonic()
 {% if ckpt %}
+        stop = GracefulStop()  # a signal between trials or at the end; train() catches those that come during one
         with stop.caught():
-            while _finished(optuna, study) < trials and (timeout is None or time.monotonic() - started < timeout):
-                _stop_between_trials(stop, folder)
-                _run_trial(optuna, study, space, base, folder)
-            _stop_between_trials(stop, folder)  # came as the last trial wrote its files
+            report = _search(optuna, study, space, base, folder, trials, timeout, stop)
+        if stop:  # came as the last trial or the report was written, and let them finish
+            name = signal.Signals(stop.signal).name
+            print(f"{name} came as the search ended: its report is complete", file=sys.stderr)
+        return report
 {% else %}
-        while _finished(optuna, study) < trials and (timeout is None or time.monotonic() - started < timeout):
-            _run_trial(optuna, study, space, base, folder)
+        return _search(optuna, study, space, base, folder, trials, timeout)
 {% endif %}
-{% if ddp %}
-        broadcast(None)  # no more trials: the other ranks return
-{% endif %}
-        return _report(optuna, study, folder)
     finally:
         unlock(lock)
 
 
+def _search(optuna, study, space, base, folder, trials, timeout{% if ckpt %}, stop{% endif %}) -> dict:
+    """Trials until `trials` have finished (this and earlier runs of the command together) or `timeout` seconds have
+    passed, then the report."""
+    started = time.monotonic()
+    while _finished(optuna, study) < trials and (timeout is None or time.monotonic() - started < timeout):
+{% if ckpt %}
+        _stop_between_trials(stop, folder)
+{% endif %}
+        _run_trial(optuna, study, space, base, folder)
+{% if ddp %}
+    broadcast(None)  # no more trials: the other ranks return
+{% endif %}
+    return _report(optuna, study, folder)
+
+
 {% if ckpt %}
 def _stop_between_trials(stop: GracefulStop, folder: Path) -> None:
-    """A stop signal that came between two trials (or as one wrote its final files) ends the search there."""
+    """A stop signal that came between two trials (or as one wrote its final files) ends the search there, before the
+    next; one that comes as the next is set up stops it as it starts (train() takes the request on)."""
     if stop:
 {% if ddp %}
         broadcast(None)  # the other ranks return too
