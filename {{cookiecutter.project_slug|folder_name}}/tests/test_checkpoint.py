@@ -1247,7 +1247,8 @@ def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, c
         return str(raised.value)
 
     assert checkpoint.resume(None, _stateful_run(), torch.Generator(), cfg) == ([], [])
-    other = state | {"config": saved_fields(cfg) | {"model": "resnet18", "batch_size": 8}}
+    changed = {"model": "resnet18", "batch_size": 8}
+    other = state | {"config": saved_fields(cfg) | changed}
     differs = (
         f"{path} was written by a different run or with settings a resume keeps (differs in: model resnet18, now "
         "small_cnn; batch_size 8, now 16); put them back, or start a new run in another --output-dir"

@@ -142,18 +142,18 @@ def test_a_worker_killed_outright_ends_the_job_with_one_line_naming_it_and_how_t
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(DIES_IN_EPOCH_2)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
-    out = tmp_path / command
+    out, script = tmp_path / command, "{{ cookiecutter.project_slug }}"
     args = [command, "--device", "cpu", "--nproc", "2", "--model", "small_cnn", "--epochs", "2", "--batch-size", "8"]
     args += ["--max-steps-per-epoch", "1", "--num-workers", "0", "--no-plots", "--output-dir", str(out)]
     if command == "tune":
         pytest.importorskip("optuna")
         (tmp_path / "space.yaml").write_text("lr: [0.05]\n")
         args += ["--space", str(tmp_path / "space.yaml"), "--trials", "1"]
-        again = f"the same command continues the search: {{ cookiecutter.project_slug }} {shlex.join(args)}"
+        again = f"the same command continues the search: {script} {shlex.join(args)}"
     else:
 {% if cookiecutter.use_checkpointing %}
         config = shlex.quote(str(out / "config.yaml"))
-        again = f"continue with: {{ cookiecutter.project_slug }} train --config {config} --resume auto"
+        again = f"continue with: {script} train --config {config} --resume auto"
 {% else %}
         again = "run it again"
 {% endif %}

@@ -419,7 +419,8 @@ def test_a_tune_folder_named_with_url_characters_holds_its_own_study(searched, t
     tune(replace(searched, epochs=1, output_dir=str(folder)), space_file(tmp_path, "lr: [0.05]\n"), 1, None, 5)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["q?x %41 sp", "space.yaml"]
     assert (folder / "study.db").is_file()
-    assert f"train it again: {{ cookiecutter.project_slug }} train --config '{folder / 'best.yaml'}'\n" in capsys.readouterr().out
+    script = "{{ cookiecutter.project_slug }}"
+    assert f"train it again: {script} train --config '{folder / 'best.yaml'}'\n" in capsys.readouterr().out
 
 
 def test_a_timeout_before_any_trial_says_so(searched, tmp_path):

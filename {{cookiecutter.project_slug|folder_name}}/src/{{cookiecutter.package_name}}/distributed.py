@@ -42,6 +42,8 @@ STOPPED = {128 + number for number in (signal.SIGTERM, signal.SIGINT, signal.SIG
 {% endif %}
 # Set by `launch` for its workers: the folder where each says why it stopped, for the launcher to say it once.
 REPORTS = "{{ cookiecutter.package_name | upper }}_WORKER_REPORTS"
+# the console script, as the launcher's one line names it
+SCRIPT = "{{ cookiecutter.project_slug }}"
 
 
 def launched() -> bool:
@@ -183,13 +185,13 @@ def _job_failure(failures: dict, reports: Path, argv: list[str]) -> UserError:
 def _how_to_continue(argv: list[str], reports: Path) -> str:
     command = next((arg for arg in argv if not arg.startswith("-")), "train")
     if command == "tune":  # the study is in its folder: the same command goes on with it
-        return f"the same command continues the search: {{ cookiecutter.project_slug }} {shlex.join(argv)}"
+        return f"the same command continues the search: {SCRIPT} {shlex.join(argv)}"
 {% if cookiecutter.use_checkpointing %}
     noted = reports / "run_folder"
     out = Path(noted.read_text()) if noted.exists() else None
     if out and (out / "last.pt").exists():
         config = shlex.quote(str(out / "config.yaml"))
-        return f"continue with: {{ cookiecutter.project_slug }} train --config {config} --resume auto"
+        return f"continue with: {SCRIPT} train --config {config} --resume auto"
     return "nothing was saved yet, run it again"
 {% else %}
     return "run it again"

@@ -51,7 +51,8 @@ from .files import cannot_write, unlock, write_text
 from .train import train
 
 STUDY = "tune"  # the study's name in study.db
-SCRIPT = "{{ cookiecutter.project_slug }}"  # the console script, as the closing hint names it
+# the console script, as the closing hint names it
+SCRIPT = "{{ cookiecutter.project_slug }}"
 {% if ddp %}
 RUN_WHERE = {"output_dir", "device", "gpus", "num_workers", "nproc", "dist_timeout"}  # may change when a search goes on
 {% else %}
