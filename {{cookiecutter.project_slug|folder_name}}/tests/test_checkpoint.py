@@ -640,7 +640,7 @@ MAY_CHANGE_ON_RESUME = {
 }
 
 
-def test_every_setting_either_may_change_on_resume_and_is_recorded_or_is_refused_in_one_line(tiny_config):
+def test_every_setting_either_may_change_on_resume_and_is_recorded_or_is_refused_in_one_line(tiny_config, tmp_path):
     """Each field of the config, changed alone, after an epoch and in the middle of one: a resume that may change it
     returns the changes.csv row (from the next step on, the values as written); one that may not names it, with both
     values, in one line. The epoch's length may not change mid-epoch (the saved step is a place in that epoch)."""
@@ -652,11 +652,14 @@ def test_every_setting_either_may_change_on_resume_and_is_recorded_or_is_refused
         return " ".join(str(item) for item in value) if isinstance(value, list) else str(value)
 
     cfg = replace(tiny_config, mean=[0.5, 0.5, 0.5], std=[0.25, 0.25, 0.25])  # each changes alone, the pair valid
+    split = tmp_path / "other-split.csv"  # a split the run did not train on, in a file that exists
+    split.write_text("path,label,split\na.png,cats,train\n")
+    overrides = ROUND_TRIP_OVERRIDES | {"split": str(split)}
     path = Path(cfg.output_dir) / "last.pt"
     wrong = []
     for name in saved_fields(cfg):
         before = getattr(cfg, name)
-        after = ROUND_TRIP_OVERRIDES.get(name, other_value(name, before))
+        after = overrides.get(name, other_value(name, before))
         changed = replace(cfg, **{name: after})
         for progress, (epoch, step) in ((None, (3, 1)), ([{"step": 3}], (3, 4))):
             state = {"config": saved_fields(cfg), "epoch": 2} | ({"progress": progress} if progress else {})

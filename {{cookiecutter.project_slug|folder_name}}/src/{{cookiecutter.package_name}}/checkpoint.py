@@ -358,17 +358,18 @@ def resume_changes(path: Path, state: dict, cfg) -> list[dict]:
 
 def _split_held(split: str | None, run_folder: str | None, folder_now: Path) -> list | str | None:
     """What a split names: the rows of its file, in any order (none: the data's own split). A run's own split.csv,
-    named or not (None), is read where its folder is now."""
+    named or not (None), is read where its folder is now, and so is a named file that is gone: the run kept a copy."""
     own = folder_now / "split.csv"
-    if split is None or (run_folder and Path(split) == Path(run_folder, "split.csv")):
-        split = own
-    try:
-        with open(split, newline="", encoding="utf-8") as file:
-            return sorted(map(tuple, csv.reader(file)))
-    except FileNotFoundError:
-        return None if Path(split) == own else str(split)  # a named file gone: not the same split
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return str(split)
+    named = [] if split is None or (run_folder and Path(split) == Path(run_folder, "split.csv")) else [Path(split)]
+    for path in [*named, own]:
+        try:
+            with open(path, newline="", encoding="utf-8") as file:
+                return sorted(map(tuple, csv.reader(file)))
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError, csv.Error):
+            return str(path)
+    return None
 
 
 def _shown(value) -> str:
