@@ -493,6 +493,7 @@ def refused(args: list[str], capsys, code: int, message: str) -> None:
 
 
 SMOKE = ["train", "--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "8", "--device", "cpu", "--no-plots"]
+SMALL = [*SMOKE, "--model", "small_cnn"]  # the built-in CNN, whatever the render's default: seconds, not minutes
 
 
 def test_a_finished_run_is_only_continued_from_its_own_newest_checkpoint_with_more_epochs(
@@ -685,7 +686,7 @@ def changes_csv(run: Path) -> list[list[str]]:
 
 def test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change(tmp_path, capsys):
     run, new = tmp_path / "run", tmp_path / "new"
-    assert main([*SMOKE, "--output-dir", str(run)]) == 0
+    assert main([*SMALL, "--output-dir", str(run)]) == 0
     assert not (run / "changes.csv").exists()
     config = str(run / "config.yaml")
     assert main(["train", "--config", config, "--resume", "auto", "--epochs", "3", "--patience", "5"]) == 0
@@ -706,13 +707,13 @@ def test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change(tmp_
     assert torch.load(run / "last.pt", weights_only=True)["config"]["epochs"] == 4
     assert main(["train", "--resume", str(run / "last.pt"), "--output-dir", str(new), "--epochs", "5"]) == 0
     assert changes_csv(new) == [*history, ["5", "1", "epochs", "4", "5"], ["5", "1", "output_dir", str(run), str(new)]]
-    assert main([*SMOKE, "--output-dir", str(new), "--overwrite"]) == 0  # a new run: none of the old one's history
+    assert main([*SMALL, "--output-dir", str(new), "--overwrite"]) == 0  # a new run: none of the old one's history
     assert not (new / "changes.csv").exists()
 
 
 def test_a_folder_in_the_place_of_changes_csv_is_refused_before_anything_is_written(fingerprint, tmp_path, capsys):
     run = tmp_path / "run"
-    assert main([*SMOKE, "--output-dir", str(run)]) == 0
+    assert main([*SMALL, "--output-dir", str(run)]) == 0
     (run / "changes.csv").mkdir()
     before = fingerprint(run)
     resumed = ["train", "--config", str(run / "config.yaml"), "--resume", "auto", "--epochs", "2"]
@@ -722,7 +723,7 @@ def test_a_folder_in_the_place_of_changes_csv_is_refused_before_anything_is_writ
 
 def test_a_resume_keeps_the_split_it_trained_on_wherever_its_folder_goes(fingerprint, image_folder, tmp_path, capsys):
     run, data = tmp_path / "run", ["--data", str(image_folder / "train"), "--image-size", "16"]  # held out
-    assert main([*SMOKE, *data, "--output-dir", str(run)]) == 0
+    assert main([*SMALL, *data, "--output-dir", str(run)]) == 0
     with open(run / "split.csv", newline="") as file:
         rows = list(csv.reader(file))
     swapped = [rows[0], *reversed(rows[1:])]  # the same rows in another order: the same split
@@ -744,7 +745,7 @@ def test_a_resume_that_changes_what_the_run_learns_is_refused_in_one_line_and_wr
     fingerprint, tmp_path, capsys
 ):
     run = tmp_path / "run"
-    assert main([*SMOKE, "--output-dir", str(run), "--image-size", "32"]) == 0
+    assert main([*SMALL, "--output-dir", str(run), "--image-size", "32"]) == 0
     before, config = fingerprint(run), run / "config.yaml"
     resumed = ["train", "--config", str(config), "--resume", "auto", "--epochs", "2"]
     edits = {"image_size": (64, "image_size 32, now 64")}
@@ -777,14 +778,14 @@ def test_a_stop_signal_as_the_run_starts_stops_it_before_its_first_step_saying_s
     run, handler = tmp_path / "run", signal.getsignal(signal.SIGTERM)
     _signalled_before(monkeypatch, "build_optimizer")
     with pytest.raises(SystemExit) as stopped:
-        main([*SMOKE, "--epochs", "2", "--output-dir", str(run)])
+        main([*SMALL, "--epochs", "2", "--output-dir", str(run)])
     assert stopped.value.code == 128 + signal.SIGTERM
     said = "stopped by SIGTERM: nothing was saved yet; run the same command again"
     assert capsys.readouterr().err.splitlines()[-1] == said
     assert not (run / "metrics.csv").exists() and not (run / "last.pt").exists()  # not one step trained
     assert signal.getsignal(signal.SIGTERM) == handler
     monkeypatch.undo()
-    assert main([*SMOKE, "--output-dir", str(run)]) == 0  # the same command, as said
+    assert main([*SMALL, "--output-dir", str(run)]) == 0  # the same command, as said
     _signalled_before(monkeypatch, "build_optimizer", signal.SIGUSR1)
     with pytest.raises(SystemExit) as stopped:  # a resume, stopped as it starts: its checkpoint is kept
         main(["train", "--config", str(run / "config.yaml"), "--resume", "auto", "--epochs", "2"])
@@ -804,7 +805,7 @@ def test_a_stop_signal_as_the_run_writes_its_final_files_lets_it_finish_them_and
     """The run has finished: it exits 0 (a Ctrl-C there is no KeyboardInterrupt after the fact either)."""
     run, handlers = tmp_path / "run", {number: signal.getsignal(number) for number in checkpoint.STOP_SIGNALS}
     _signalled_before(monkeypatch, "_save_results", number)
-    assert main([*SMOKE, "--output-dir", str(run)]) == 0
+    assert main([*SMALL, "--output-dir", str(run)]) == 0
     err = capsys.readouterr().err
     assert f"{signal.Signals(number).name} came as the run wrote its final files: they are complete" in err, err
     assert read_weights(run / "model.pt")[1]  # written whole, after the signal

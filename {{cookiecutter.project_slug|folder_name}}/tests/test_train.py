@@ -44,13 +44,14 @@ def test_validation_capped_by_max_steps_per_epoch_says_so(tiny_config, capsys):
     """per_class.csv's supports then sum to fewer images than the validation set holds: one batch's here."""
     import re
 
-    out = train(replace(tiny_config, max_steps_per_epoch=1))["weights"].parent
+    small = replace(tiny_config, model="small_cnn")  # whatever the render's default: seconds, not minutes
+    out = train(replace(small, max_steps_per_epoch=1))["weights"].parent
     said = re.search(r"validation: the first 1 of (\d+) batches \(--max-steps-per-epoch\)", capsys.readouterr().out)
     assert said and int(said[1]) > 1
     with open(out / "per_class.csv", newline="") as file:
         supports = [int(row["support"]) for row in csv.DictReader(file) if row["class"] not in AVERAGES]
     assert sum(supports) == tiny_config.batch_size
-    train(replace(tiny_config, max_steps_per_epoch=int(said[1]), overwrite=True))
+    train(replace(small, max_steps_per_epoch=int(said[1]), overwrite=True))
     assert "validation: the first" not in capsys.readouterr().out
 
 
