@@ -22,7 +22,7 @@ def sh(*command, cwd=None, timeout=600) -> subprocess.CompletedProcess:
 
 # All-on runs its whole suite, slow tests included: about 5 min alone on 2 cores, up to twice that beside the
 # other worker, so it gets more than the default 600 s.
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(2700)  # the all-on suite, slow lane included, in one process
 @pytest.mark.parametrize("name", NAMED)
 def test_installed_render_runs_its_console_script_and_tests(name, cookies, tmp_path):
     project = baked_project(cookies, **NAMED[name])
@@ -44,4 +44,4 @@ def test_installed_render_runs_its_console_script_and_tests(name, cookies, tmp_p
     # -o pythonpath= : the tests must import the installed package, not src/. All-on holds every test there
     # is, slow ones included; the other two run the fast lane.
     lane = [] if name == "all-on" else ["-m", "not slow"]
-    sh(python, "-m", "pytest", "-q", *own_pytest_run(), "-o", "pythonpath=", *lane, cwd=project, timeout=1400)
+    sh(python, "-m", "pytest", "-q", *own_pytest_run(), "-o", "pythonpath=", *lane, cwd=project, timeout=2600)
