@@ -251,10 +251,12 @@ class Tracker:
         # a tracking server that is down costs seconds, not MLflow's default of minutes of retries per request
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-        # not a line per database migration, nor a traceback per failed write: its errors reach `guarded` as exceptions
-        logging.getLogger("mlflow").setLevel(logging.CRITICAL)
         from mlflow import MlflowClient
         from mlflow.entities import Param
+
+        # not a line per database migration, nor a traceback per failed write: its errors reach `guarded` as exceptions
+        # (set after the import, which sets the level of MLflow's logger itself)
+        logging.getLogger("mlflow").setLevel(logging.CRITICAL)
 
         uri = self.cfg.tracking_uri
         if "://" not in uri:  # a folder: an SQLite store in it, the artifacts beside it
