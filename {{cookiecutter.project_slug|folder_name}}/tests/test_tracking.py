@@ -388,7 +388,7 @@ def test_a_run_is_tracked_with_its_config_from_its_start(tracked, monkeypatch):
     ("stop", "status", "why"),
     [
         (optuna.TrialPruned(), "KILLED", "pruned"),  # how tune stops a trial
-        (SystemExit(143), "KILLED", "interrupted"),  # a signal's stop, saved to resume
+        (SystemExit(143), "KILLED", "interrupted"),  # a signal stopped the run
         (RuntimeError("CUDA out of memory"), "FAILED", "RuntimeError: CUDA out of memory"),
     ],
 )

@@ -515,7 +515,7 @@ def _report(optuna, study, folder: Path) -> dict:
 
 
 def _best_epoch(run: Path, epochs: list[dict]) -> tuple[int, str]:
-    """The first epoch of the best val_acc (the one best.pt keeps), and the file in `run` that holds its weights."""
+    """The first epoch of the highest val_acc, and the file in `run` that holds its weights ("" when none does)."""
     best = max(range(len(epochs)), key=lambda index: float(epochs[index]["val_acc"]))  # the first of equals
 {% if ckpt %}
     if (run / "best.pt").is_file():
