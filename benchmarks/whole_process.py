@@ -1,6 +1,7 @@
 """A whole training process, start to exit: the generated `train` command against a bare hand-written script that
 does the same work (ImageFolder of scikit-learn's digits at 32 px, random resized crops and flips, resnet18, SGD,
-label smoothing 0.1, clipping at 1.0, 2 epochs, validation after each, the weights saved at the end).
+label smoothing 0.1, clipping at 1.0, 2 epochs, validation after each, the weights saved at the end), with SGD
+(lr 0.05, Nesterov momentum 0.9) or AdamW (lr 0.001), weight decay 5e-4 on both sides.
 
 Each run is a fresh process, timed from outside (wall time) and from inside: `launch` notes the clock, imports torch
 and hooks every optimizer's step before it hands over, so both sides pay the same for that and the first step is
@@ -9,7 +10,10 @@ without its plots (learning curves and confusion matrix, drawn at the end), whic
 and also given the bare script's normalisation (`--mean`/`--std`), which it otherwise measures on the training images
 before the first step: what is left is the generated run's own bookkeeping (checkpoints, reports, summary).
 
-    python benchmarks/whole_process.py --src RENDER/src [--rounds 7]
+Afterwards it times what a checkpoint costs on this disk: one of the generated runs' own last.pt, loaded and
+written again as the run writes it (serialised to a temporary file, fsynced, renamed), its median seconds and size.
+
+    python benchmarks/whole_process.py --src RENDER/src [--rounds 7] [--optimizer sgd|adamw]
 """
 
 import argparse
@@ -33,6 +37,10 @@ KINDS = [
 ]
 EPOCHS, SIZE, BATCH = 2, 32, 64
 MEAN, STD = [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]
+OPTIMIZERS = {  # the bare script's, and the generated run's flags for the same
+    "sgd": ("torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)", []),
+    "adamw": ("torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=5e-4)", ["--optimizer", "adamw"]),
+}
 
 BARE = """
 import sys
@@ -50,7 +58,7 @@ val_set = datasets.ImageFolder(data + "/val", transforms.Compose([transforms.ToT
 train = torch.utils.data.DataLoader(train_set, batch_size={batch}, shuffle=True)
 val = torch.utils.data.DataLoader(val_set, batch_size={batch})
 model = torchvision.models.resnet18(num_classes=len(train_set.classes))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+optimizer = {optimizer}
 criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
 for epoch in range({epochs}):
     model.train()
@@ -106,7 +114,7 @@ def make_digits(folder: Path) -> Path:
     return folder
 
 
-def run(kind: str, src: str, package: str, data: Path, scratch: Path) -> dict:
+def run(kind: str, src: str, package: str, data: Path, scratch: Path, optimizer: str) -> dict:
     out = Path(tempfile.mkdtemp(dir=scratch))
     record = out / "record.json"
     launch = LAUNCH.format(package=package)
@@ -117,6 +125,7 @@ def run(kind: str, src: str, package: str, data: Path, scratch: Path) -> dict:
         args = ["generated", "train", "--data", str(data), "--model", "resnet18", "--epochs", str(EPOCHS)]
         args += ["--image-size", str(SIZE), "--batch-size", str(BATCH), "--num-workers", "0", "--device", "cpu"]
         args += ["--label-smoothing", "0.1", "--clip-grad-norm", "1.0", "--output-dir", str(out / "run")]
+        args += ["--weight-decay", "5e-4", *OPTIMIZERS[optimizer][1]]
         args += ["--no-plots"] if "--no-plots" in kind else []
         args += ["--mean", *map(str, MEAN), "--std", *map(str, STD)] if "--mean" in kind else []
     env = {**os.environ, "PYTHONPATH": src, "PYTHONWARNINGS": "ignore"}
@@ -125,13 +134,32 @@ def run(kind: str, src: str, package: str, data: Path, scratch: Path) -> dict:
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    return {"wall": wall, **json.loads(record.read_text())}
+    return {"wall": wall, **json.loads(record.read_text()), "out": str(out)}
+
+
+def checkpoint_cost(last: Path, repeats: int = 5) -> dict:
+    """Median seconds to write `last` again as train writes it (temporary file, fsync, rename), and its size."""
+    import torch
+
+    state = torch.load(last, map_location="cpu", weights_only=False)
+    seconds = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        temporary = last.with_name("again.tmp")
+        with open(temporary, "wb") as file:
+            torch.save(state, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, last.with_name("again.pt"))
+        seconds.append(time.perf_counter() - started)
+    return {"seconds": statistics.median(seconds), "megabytes": round(last.stat().st_size / 1e6, 1)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", required=True, help="the src/ folder of a render")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from bench import package_in, speedup
@@ -140,16 +168,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
         data = make_digits(scratch / "digits")
-        (scratch / "bare.py").write_text(BARE.format(mean=MEAN, std=STD, size=SIZE, batch=BATCH, epochs=EPOCHS))
+        optimizer = OPTIMIZERS[args.optimizer][0]
+        bare = BARE.format(mean=MEAN, std=STD, size=SIZE, batch=BATCH, epochs=EPOCHS, optimizer=optimizer)
+        (scratch / "bare.py").write_text(bare)
         runs = {kind: [] for kind in KINDS}
         order = random.Random(0)
         for round_ in range(args.rounds + 1):  # the first round warms the disk cache
             for kind in order.sample(KINDS, len(KINDS)):
-                result = run(kind, args.src, package, data, scratch)
+                result = run(kind, args.src, package, data, scratch, args.optimizer)
                 if round_:
                     runs[kind].append(result)
                 print(f"round {round_}: {kind}: {result}", file=sys.stderr, flush=True)
-    print(json.dumps(summary(runs, speedup)))
+        last = Path(runs["generated"][-1]["out"]) / "run" / "last.pt"
+        cost = checkpoint_cost(last) if last.is_file() else None  # a render without checkpointing has none
+    print(json.dumps({**summary(runs, speedup), "checkpoint (one last.pt)": cost}))
 
 
 def summary(runs: dict, speedup) -> dict:
