@@ -3,6 +3,7 @@ import multiprocessing.util
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import jinja2
@@ -100,6 +101,7 @@ MATRIX_TESTS = {  # test: (what it counts, how many there are)
 }
 
 
+@pytest.hookimpl(trylast=True)  # after the slowest durations and the short summary: the last lines before pytest's
 def pytest_terminal_summary(terminalreporter):
     """Say how much of the combination matrix really ran, from the passed cases (skips are not passes)."""
     passed = [r for r in terminalreporter.stats.get("passed", []) if r.when == "call"]
@@ -119,6 +121,46 @@ def pytest_terminal_summary(terminalreporter):
     if outcomes:
         caught = outcomes.count("passed")
         terminalreporter.write_line(f"mutation check: {caught} of {len(outcomes)} breakages caught by the tests")
+    for line in time_table(terminalreporter.stats, terminalreporter.config):
+        terminalreporter.write_line(line)
+
+
+STARTED = pytest.StashKey[float]()
+
+
+def pytest_sessionstart(session):
+    session.config.stash[STARTED] = time.monotonic()
+
+
+def time_table(stats: dict, config) -> list[str]:
+    """Where the time went, so that a regression shows in every CI log: per test file, its cases and the seconds the
+    workers spent in them (set-up, call and tear-down), costliest first; the run's wall time (and the set-up's, when
+    scripts/test.sh noted when it started); and what one more yes/no prompt would add to the matrix."""
+    reports = [r for kind in stats.values() for r in kind if getattr(r, "nodeid", "") and hasattr(r, "duration")]
+    if not reports:
+        return []
+    files: dict[str, tuple[set, list]] = {}
+    for report in reports:  # warnings have no node and no duration
+        cases, seconds = files.setdefault(report.nodeid.split("::")[0], (set(), [0.0]))
+        cases.add(report.nodeid)
+        seconds[0] += report.duration
+    workers = config.getoption("numprocesses", None) or 1  # pytest-xdist's -n
+    wall = time.monotonic() - config.stash.get(STARTED, time.monotonic())
+    total = sum(seconds[0] for _, seconds in files.values())
+    lines = ["time table:", f"{'file':<32} {'cases':>6} {'worker s':>9} {'share':>6}"]
+    for file, (cases, seconds) in sorted(files.items(), key=lambda item: -item[1][1][0]):
+        lines.append(f"{file.removeprefix('tests/'):<32} {len(cases):>6} {seconds[0]:>9.0f} {seconds[0] / total:>6.0%}")
+    lines.append(f"{'all':<32} {sum(len(cases) for cases, _ in files.values()):>6} {total:>9.0f}")
+    started = os.environ.get("SUITE_STARTED")  # seconds since the epoch as scripts/test.sh began, set-up included
+    setup = f", after {time.time() - float(started) - wall:.0f} s of set-up" if started else ""
+    lines.append(f"wall time: {wall:.0f} s on {workers} worker(s){setup}")
+    matrix = [r.duration for r in reports if "::test_combination_renders_clean_and_trains_on_cpu[" in r.nodeid]
+    if matrix:
+        lines.append(
+            f"one more yes/no prompt: about {len(ACCEPTED)} more combinations to render, check and smoke-train, "
+            f"+{sum(matrix):.0f} s of worker time (+{sum(matrix) / workers:.0f} s of wall time on {workers} worker(s))"
+        )
+    return lines
 
 
 LONG = ("test_install.py::", "::test_generated_tests_pass", "test_mutations.py::")  # longest first
