@@ -1202,6 +1202,102 @@ MUTATIONS = {
         "        with contextlib.nullcontext():",
         "tests/test_tracking.py::test_two_runs_starting_together_in_a_new_store_are_both_tracked",
     ),
+    "a tune killed before its trial had a folder queues that trial again": (
+        "tune.py",
+        '        if "folder" not in trial.user_attrs:',
+        "        if False:",
+        "tests/test_tune.py::test_a_tune_killed_before_its_trial_had_a_folder_goes_on_and_counts_that_trial_for_nothing",
+    ),
+    "a trial whose own values cannot run stops the search": (
+        "tune.py",
+        "        if isinstance(exc, TrainingDiverged) or _about(exc, trial.params):",
+        "        if isinstance(exc, TrainingDiverged):",
+        "tests/test_tune.py::test_a_trial_whose_own_values_cannot_run_fails_with_its_reason_and_the_search_goes_on",
+    ),
+    "a key given twice in the search space keeps the last": (
+        "tune.py",
+        "                raise _KeyTwice(key, (seen[key], line))",
+        "                pass",
+        "tests/test_tune.py::test_a_bad_search_space_is_one_line",
+    ),
+    "a search-space step too small for Optuna's decimals a traceback": (
+        "tune.py",
+        "        except decimal.InvalidOperation:",
+        "        except ZeroDivisionError:",
+        "tests/test_tune.py::test_a_bad_search_space_is_one_line",
+    ),
+    "a range's number that YAML reads as text called no number": (
+        "tune.py",
+        "        _read_as_text(values.get(key), where, key)",
+        "        pass",
+        "tests/test_tune.py::test_a_bad_search_space_is_one_line",
+    ),
+    "a study.db cut short a database traceback": (
+        "tune.py",
+        "    except DatabaseError as exc:",
+        "    except ZeroDivisionError as exc:",
+        "tests/test_tune.py::test_a_study_db_cut_short_or_emptied_is_one_line_naming_it",
+    ),
+    "the trials table credits model.pt with the best epoch's figure": (
+        "tune.py",
+        '        return int(epochs[best]["epoch"]), "best.pt"',
+        '        return int(epochs[best]["epoch"]), "model.pt"',
+        "tests/test_tune.py::test_the_table_and_best_yaml_name_the_file_with_the_best_epochs_weights",
+    ),
+    "a retrain from best.yaml tracked in the tune's experiment": (
+        "tune.py",
+        '    config["experiment"] = config["experiment"].removesuffix(f"-{folder.name}")',
+        "    pass",
+        "tests/test_tracking.py::test_a_retrain_from_tunes_best_yaml_is_tracked_as_a_run_of_the_projects_experiment",
+    ),
+    "a pruned trial's tracked run marked failed": (
+        "tracking.py",
+        '        return False, "pruned"',
+        '        return True, "pruned"',
+        "tests/test_tracking.py::test_a_run_that_raises_ends_its_tracked_run_saying_why",
+    ),
+    "a run not tracked from its start": (
+        "train.py",
+        "    tracker.start(len(rows) + 1)",
+        "    pass",
+        "tests/test_tracking.py::test_a_run_is_tracked_with_its_config_from_its_start",
+    ),
+    "a sidecar mean far outside the pixels' range accepted": (
+        "deployed.py",
+        '    if not all(abs(value) <= MAX_NORMALISATION for value in given["mean"]):',
+        "    if False:",
+        "tests/test_export.py::test_bad_export_and_model_file_requests_are_one_line",
+    ),
+    "a sidecar std of zero accepted": (
+        "deployed.py",
+        '    if not all(1 / MAX_NORMALISATION <= value <= MAX_NORMALISATION for value in given["std"]):',
+        "    if False:",
+        "tests/test_export.py::test_bad_export_and_model_file_requests_are_one_line",
+    ),
+    "a sidecar nested too deep a traceback": (
+        "deployed.py",
+        "KeyError, RecursionError) as exc:",
+        "KeyError) as exc:",
+        "tests/test_export.py::test_bad_export_and_model_file_requests_are_one_line",
+    ),
+    "a mid-epoch checkpoint exported without a word": (
+        "export.py",
+        '        print(f"note: {weights} is {what}", file=sys.stderr)',
+        "        pass",
+        "tests/test_export.py::test_a_mid_epoch_checkpoint_exports_with_a_notice_and_its_sidecar_says_so",
+    ),
+    "a killed rank's job blamed on the rank that lost its connection to it": (
+        "distributed.py",
+        '            return (3, order.index(rank)) if report["lost"] else (0, rank)',
+        "            return (0, rank)",
+        "tests/test_distributed.py::test_a_failed_job_says_once_why_with_the_exit_code_of_its_cause",
+    ),
+    "an error under --nproc said by every rank": (
+        "distributed.py",
+        "    if REPORTS in os.environ:",
+        "    if False:",
+        "tests/test_distributed.py::test_a_failed_job_says_once_why_with_the_exit_code_of_its_cause",
+    ),
 }
 # The optimizer lines live in optim.py; a 3-tuple names no file. A 5th item: the tracker of the render (else MLflow).
 MUTATIONS = {name: spec if len(spec) >= 4 else ("optim.py", *spec) for name, spec in MUTATIONS.items()}

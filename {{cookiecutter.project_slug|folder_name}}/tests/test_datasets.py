@@ -459,18 +459,25 @@ def test_a_real_loader_orders_and_augments_each_epoch_anew_and_a_rerun_repeats_b
 {% if cookiecutter.use_distributed %}
 
 
-def test_under_ddp_a_real_loader_gives_the_ranks_disjoint_shards_new_each_epoch(photos, tiny_config, monkeypatch):
-    cfg = resolve(on(photos, tiny_config, batch_size=2, num_workers=1))  # global: one image a batch on each rank
+def test_under_ddp_a_real_loader_gives_the_ranks_disjoint_shards_augmented_anew_each_epoch(
+    photos, tiny_config, monkeypatch
+):
+    # global batch 2: one image a batch on each rank, so that an image's augmentation is its own
+    cfg = resolve(on(photos, tiny_config, batch_size=2, num_workers=1, augment="trivialaugment"))
     monkeypatch.setattr({{ cookiecutter.package_name }}.data, "is_distributed", lambda: True)
     monkeypatch.setattr({{ cookiecutter.package_name }}.data, "world_size", lambda: 2)
-    shards = []
+    seen = []
     for rank in range(2):  # each rank's loader, as its process builds it (no process group: rank and world given)
         sampler = functools.partial(DistributedSampler, num_replicas=2, rank=rank)
         monkeypatch.setattr({{ cookiecutter.package_name }}.data, "DistributedSampler", sampler)
-        shards.append([order for order, _ in epochs_seen(cfg)])
+        seen.append(epochs_seen(cfg))
+    shards = [[order for order, _ in epochs] for epochs in seen]
     for epoch in range(2):
         assert sorted(shards[0][epoch] + shards[1][epoch]) == list(range(28))  # 14 images each, none on both
     assert shards[0][0] != shards[0][1] and shards[1][0] != shards[1][1]  # set_epoch: a new shuffle each epoch
+    # every image augmented anew in epoch 2, on whichever rank it landed
+    images = [{index: image for epochs in seen for index, image in epochs[epoch][1].items()} for epoch in range(2)]
+    assert all(not torch.equal(images[0][index], images[1][index]) for index in range(28))
 {% endif %}
 
 

@@ -94,7 +94,20 @@ def expected_history(run: Path) -> dict[str, list[tuple[int, float]]]:
     rows = metrics_csv(run)
     columns = [column for column in rows[0] if column != "epoch"]
     assert "val_acc" in columns and "lr" in columns and "seconds" in columns
-    return {tracking.tag(column): [(int(row["epoch"]), float(row[column])) for row in rows] for column in columns}
+    return {name_of(column): [(int(row["epoch"]), float(row[column])) for row in rows] for column in columns}
+
+
+# metrics.csv's columns by the names the tracker shows, written here, not read from tracking.py
+NAMES = {"train_loss": "loss/train", "val_loss": "loss/val", "train_acc": "accuracy/train", "val_acc": "accuracy/val"}
+{% if cookiecutter.use_ema %}
+NAMES |= {"ema_val_loss": "loss/ema_val", "ema_val_acc": "accuracy/ema_val"}
+{% endif %}
+
+
+def name_of(column: str) -> str:
+    if column.startswith("lr"):  # lr -> lr/base, lr[head] -> lr/head: every parameter group in one chart
+        return "lr/" + (column[3:-1] if column.startswith("lr[") else "base")
+    return NAMES.get(column, column)
 
 
 def saved_config(run: Path) -> dict:
@@ -483,6 +496,27 @@ def test_a_retrain_from_tunes_best_yaml_is_tracked_as_a_run_of_the_projects_expe
     (retrain,) = names[EXPERIMENT]
     assert re.fullmatch(r"\d{8}-\d{6}", retrain) and (tmp_path / "runs" / retrain / "model.pt").is_file()
     assert names[f"{EXPERIMENT}-tune"] == ["trial-000"]  # the tune's trials, apart
+
+
+def test_each_trial_of_a_tune_is_a_tracked_run_ended_as_the_trial_ended(tracked, tmp_path, monkeypatch):
+    """Trial 0 completes, trial 1 is pruned after its first epoch (the pruner's answer forced: what is tested is what
+    the store keeps of each trial)."""
+    monkeypatch.setattr(optuna.trial.Trial, "should_prune", lambda trial: trial.number == 1)
+    space = tmp_path / "space.yaml"
+    space.write_text("lr: [0.05, 0.1]\n")
+    searched = replace(tracked, model="small_cnn", epochs=2, output_dir=str(tmp_path / "tune"))
+    tune(searched, str(space), trials=2, timeout=None, startup_trials=5)
+    client = store(tracked)
+    trials = client.get_experiment_by_name(f"{EXPERIMENT}-tune").experiment_id
+    runs = {run.info.run_name: run for run in client.search_runs([trials])}
+    assert sorted(runs) == ["trial-000", "trial-001"]
+    for name, status, epochs in (("trial-000", "FINISHED", [1, 2]), ("trial-001", "KILLED", [1])):
+        run = runs[name]
+        history = client.get_metric_history(run.info.run_id, "accuracy/val")
+        assert run.info.status == status and [metric.step for metric in history] == epochs, name
+        saved = yaml.safe_load((tmp_path / "tune" / name / "config.yaml").read_text())
+        assert run.data.params["lr"] == str(saved["lr"]), name
+    assert runs["trial-001"].data.tags["stopped"] == "pruned"
 {% if cookiecutter.use_distributed %}
 
 
