@@ -172,7 +172,7 @@ def time_table(stats: dict, config) -> list[str]:
     return lines
 
 
-LONG = ("test_install.py::", "::test_generated_tests_pass", "test_mutations.py::")  # longest first
+LONG = ("::test_named_render_passes_its_own_suite", "::test_generated_tests_pass", "test_mutations.py::")  # longest 1st
 
 
 def pytest_collection_modifyitems(items):

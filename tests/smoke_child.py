@@ -223,6 +223,13 @@ def train_until_killed(src: str, package: str, argv: list[str], log: str, die_in
     sys.exit(cli.main(argv))
 
 
+def make_mlflow_store(db: str) -> None:
+    """A new, empty MLflow store in the SQLite file `db`, as a run's first MLflow call creates it."""
+    import mlflow
+
+    mlflow.MlflowClient(f"sqlite:///{db}").search_experiments()
+
+
 def pytest_in(project: str, args: list[str], log: str) -> None:
     """`python -m pytest args` in a render's folder, as `run_in` would start it, minus the ~6 s of importing torch
     in a fresh interpreter: the output goes to `log`, pytest's exit code is this process's."""

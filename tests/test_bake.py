@@ -9,8 +9,8 @@ import yaml
 from checks import assert_ruff_clean, assert_valid_files, tomllib
 from PIL import Image
 from render import CHOICES, baked_project, package_of
-from runners import own_pytest_run, run_in
-from tricks import TRICKS, answers_for
+from runners import own_pytest_run, pytest_in_fork, run_in
+from tricks import NAMED, TRICKS, answers_for
 
 
 @pytest.fixture(scope="module", params=CHOICES["model"])
@@ -42,11 +42,26 @@ def test_readme_says_what_an_epoch_of_the_chosen_model_costs(model_project):
     assert f"{model}: ~" in line and 0.5 <= claimed / SECONDS_PER_EPOCH[model] <= 2, line
 
 
+SUITE_TIMEOUT = 2400  # the all-on suite, slow lane included, beside the other worker
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(SUITE_TIMEOUT + 60)
+@pytest.mark.parametrize("name", NAMED)
+def test_named_render_passes_its_own_suite(name, cookies, forkserver, tmp_path):
+    """All-on holds every generated test there is: it runs all of them, slow ones included; all-off and the defaults
+    (what most users render) run their fast lane. Run once each, in the render (test_install.py installs them)."""
+    project = baked_project(cookies, **NAMED[name])
+    args = ["-q", *own_pytest_run(), *([] if name == "all-on" else ["-m", "not slow"])]
+    code, summary = pytest_in_fork(forkserver, project, args, tmp_path / "suite.log", SUITE_TIMEOUT)
+    assert code == 0, f"{name}: exit {code} (None: ran past {SUITE_TIMEOUT} s)\n{summary}"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # issue 36's tests grew the fast lane past 600 s with resnet18 and efficientnet_b0
 @pytest.mark.parametrize("model", CHOICES["model"][1:])
 def test_generated_tests_pass(model, cookies):
-    """The generated suite's fast lane; the default model's render runs its whole suite installed (test_install.py)."""
+    """The generated suite's fast lane in the default render of each other model (small_cnn's: the defaults above)."""
     project = baked_project(cookies, model=model)
     run_in(project, "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow", timeout=1400)  # real models: minutes
 

@@ -1,5 +1,5 @@
-"""Named combinations the slow, real way: a fresh virtual environment, a real install, the console script,
-and the render's own test suite against the installed package."""
+"""Named combinations the slow, real way: a fresh virtual environment, a real install and the console script. Their
+own test suites run once, in the render (test_bake.py): installed, the same tests would run the same code again."""
 
 import subprocess
 import sys
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from render import baked_project, package_of
-from runners import own_pytest_run
 from tricks import NAMED
 
 pytestmark = pytest.mark.slow
@@ -20,11 +19,8 @@ def sh(*command, cwd=None, timeout=600) -> subprocess.CompletedProcess:
     return done
 
 
-# All-on runs its whole suite, slow tests included: about 5 min alone on 2 cores, up to twice that beside the
-# other worker, so it gets more than the default 600 s.
-@pytest.mark.timeout(2700)  # the all-on suite, slow lane included, in one process
 @pytest.mark.parametrize("name", NAMED)
-def test_installed_render_runs_its_console_script_and_tests(name, cookies, tmp_path):
+def test_installed_render_runs_its_console_script(name, cookies, tmp_path):
     project = baked_project(cookies, **NAMED[name])
     venv = tmp_path / "venv"
     sh(sys.executable, "-m", "venv", "--without-pip", venv)
@@ -41,7 +37,5 @@ def test_installed_render_runs_its_console_script_and_tests(name, cookies, tmp_p
     script = venv / "bin" / project.name
     done = sh(script, "train", "--epochs", "1", "--max-steps-per-epoch", "2", "--output-dir", run, cwd=tmp_path)
     assert done.stdout.strip().splitlines()[-1].endswith(f": {run / 'model.pt'}")
-    # -o pythonpath= : the tests must import the installed package, not src/. All-on holds every test there
-    # is, slow ones included; the other two run the fast lane.
-    lane = [] if name == "all-on" else ["-m", "not slow"]
-    sh(python, "-m", "pytest", "-q", *own_pytest_run(), "-o", "pythonpath=", *lane, cwd=project, timeout=2600)
+    done = sh(script, "evaluate", "--weights", run / "model.pt", "--device", "cpu", cwd=tmp_path)
+    assert done.stdout.startswith("accuracy "), done.stdout

@@ -9,9 +9,8 @@ import functools
 import shutil
 
 import pytest
-import smoke_child
 from render import baked_project
-from runners import own_pytest_run
+from runners import own_pytest_run, pytest_in_fork
 from tricks import NAMED
 
 pytestmark = pytest.mark.slow
@@ -1319,15 +1318,9 @@ def test_each_breakage_is_caught_by_the_tests_that_guard_it(name, all_on, tmp_pa
     text = source.read_text()
     assert text.count(fragment) == 1, f"{name}: {fragment!r} must occur once in {file}; update MUTATIONS"
     source.write_text(text.replace(fragment, broken))
-    log = tmp_path / "guards.log"
     args = ["-x", "-q", *own_pytest_run(), *guards.split()]
-    guard = forkserver.Process(target=smoke_child.pytest_in, args=(str(project), args, str(log)))
-    guard.start()
-    guard.join(GUARD_TIMEOUT)
-    if guard.is_alive():
-        guard.kill()
+    code, summary = pytest_in_fork(forkserver, project, args, tmp_path / "guards.log", GUARD_TIMEOUT)
+    if code is None:
         pytest.fail(f"{name}: the guarding tests ran past {GUARD_TIMEOUT} s")
-    output = log.read_text().strip()
-    summary = "\n".join(output.splitlines()[-40:]) if output else "no output"  # an internal error's traceback too
     # exit 1: tests ran and failed. 2-5 (collection error, no tests, ...) would be a broken test, not a catch.
-    assert guard.exitcode == 1, f"{name} was not caught by {guards}:\n{summary}"
+    assert code == 1, f"{name} was not caught by {guards}:\n{summary}"

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from checks import assert_ruff_clean
 from cookiecutter.environment import StrictEnvironment
+from matrix import ACCEPTED, REJECTED
 from render import CHOICES, CONTEXT, ROOT, TEMPLATE
 
 TEMPLATE_FILES = sorted(p for p in TEMPLATE.rglob("*") if p.is_file()) + sorted((ROOT / "hooks").glob("*.py"))
@@ -84,3 +85,15 @@ def test_renders_cite_no_catalogue_they_do_not_ship():
         for match in re.findall(r"\bT\d\d\b|TRICKS\.md", path.read_text())
     ]
     assert not cited, cited
+
+
+def test_the_readme_gives_the_matrixs_counts_as_the_suite_computes_them():
+    """The README's counts of combinations are the matrix's own, so that a new prompt cannot leave them stale."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    total, accepted, refused = len(ACCEPTED) + len(REJECTED), len(ACCEPTED), len(REJECTED)
+    assert (
+        f"every combination of the boolean prompts ({total:,} today, of which the pre-generation hook accepts "
+        f"{accepted};" in readme
+    )
+    assert f"(every accepted combination, {accepted} today," in readme
+    assert f"distributed training: {refused} today)" in readme
