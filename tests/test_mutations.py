@@ -7,13 +7,13 @@ loudly instead of silently testing nothing) and runs only the guarding tests, in
 
 import functools
 import shutil
+from pathlib import Path
 
 import pytest
 from render import baked_project
 from runners import own_pytest_run, pytest_in_fork
 from tricks import NAMED
 
-pytestmark = pytest.mark.slow
 GUARD_TIMEOUT = 500  # the guards' own cases time out at 300 s each (own_pytest_run)
 
 # name: (file in the package, the fragment, its broken replacement, the generated tests that must fail)
@@ -1309,12 +1309,32 @@ def all_on(cookies_session):
     return functools.cache(lambda tracker: baked_project(cookies_session, **(NAMED["all-on"] | {"tracker": tracker})))
 
 
+def source_of(project: Path, file: str) -> Path:
+    return project / file if "/" in file else next((project / "src").glob(f"*/{file}"))  # else: in the package
+
+
+def test_every_breakage_names_a_fragment_found_once_and_guards_that_exist(all_on):
+    """The table checked against today's renders in seconds, in the fast lane: an edit that moves a fragment or renames
+    a guarding test shows here, not after minutes of the slow mutation check."""
+    wrong = []
+    for name, (file, fragment, _, guards, tracker) in MUTATIONS.items():
+        if source_of(all_on(tracker), file).read_text().count(fragment) != 1:
+            wrong.append(f"{name}: {fragment!r} does not occur exactly once in {file}")
+        for guard in guards.split():
+            path, _, test = guard.partition("::")
+            text = (all_on(tracker) / path).read_text() if (all_on(tracker) / path).is_file() else ""
+            if not text or (test and f"def {test.partition('[')[0]}(" not in text):
+                wrong.append(f"{name}: no guarding test {guard}")
+    assert not wrong, "update MUTATIONS:\n" + "\n".join(wrong)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MUTATIONS)
 def test_each_breakage_is_caught_by_the_tests_that_guard_it(name, all_on, tmp_path, forkserver):
     file, fragment, broken, guards, tracker = MUTATIONS[name]
     project = tmp_path / "project"
     shutil.copytree(all_on(tracker), project, ignore=shutil.ignore_patterns("__pycache__"))
-    source = project / file if "/" in file else next((project / "src").glob(f"*/{file}"))  # else: in the package
+    source = source_of(project, file)
     text = source.read_text()
     assert text.count(fragment) == 1, f"{name}: {fragment!r} must occur once in {file}; update MUTATIONS"
     source.write_text(text.replace(fragment, broken))
