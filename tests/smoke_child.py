@@ -190,23 +190,40 @@ def run(src: str, package: str, commands: list[list[str]], report: str, checks: 
     Path(report).write_text(json.dumps(seen))
 
 
-def train_until_killed(src: str, package: str, argv: list[str], log: str, die_in_save: int | str | None) -> None:
-    """Train; with `die_in_save=n`, SIGKILL this process halfway through writing the n-th saved file; with
-    `die_in_save="plots"`, as it starts drawing the run's plots, after its last epoch."""
+def train_until_killed(src: str, package: str, argv: list[str], log: str, point: str, n: int = 0) -> None:
+    """Train, and SIGKILL this process at a named point: point="step" as the n-th optimizer step (counted over the
+    whole run) begins, "save" halfway through writing the n-th file torch.save writes, "plots" as the run starts
+    drawing its plots (after its last epoch); "" trains to the end. Events, not times: the same point on any machine
+    under any load."""
     out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(out, 1)
     os.dup2(out, 2)
     sys.path.insert(0, src)
     import torch
 
-    if die_in_save == "plots":
-        importlib.import_module(f"{package}.train").plot_run = lambda out: os.kill(os.getpid(), signal.SIGKILL)
-    elif die_in_save is not None:
+    def die(*args, **kwargs):
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if point == "plots":
+        importlib.import_module(f"{package}.train").plot_run = die
+    elif point == "step":
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        steps = []
+
+        def count_then_die(*args):
+            steps.append(None)
+            if len(steps) == n:
+                die()
+
+        register_optimizer_step_pre_hook(count_then_die)
+    elif point == "save":
         real_save, calls = torch.save, []
 
         def save_half_then_die(obj, target, *args, **kwargs):
             calls.append(target)
-            if len(calls) < die_in_save:
+            if len(calls) < n:
                 return real_save(obj, target, *args, **kwargs)
             buffer = io.BytesIO()
             real_save(obj, buffer, *args, **kwargs)
@@ -216,7 +233,7 @@ def train_until_killed(src: str, package: str, argv: list[str], log: str, die_in
                 target.flush()
             else:
                 Path(target).write_bytes(half)
-            os.kill(os.getpid(), signal.SIGKILL)
+            die()
 
         torch.save = save_half_then_die
     cli = importlib.import_module(f"{package}.cli")
