@@ -1,3 +1,4 @@
+import fcntl
 import multiprocessing
 import multiprocessing.util
 import os
@@ -28,6 +29,8 @@ def pytest_configure(config):
     settings.write_text(f"replay_dir: {private / 'replay'}\ncookiecutters_dir: {private / 'templates'}\n")
     os.environ["COOKIECUTTER_CONFIG"] = str(settings)
     config.add_cleanup(lambda: shutil.rmtree(private, ignore_errors=True))
+    if not hasattr(config, "workerinput"):  # the run's first process: its workers, started later, inherit this
+        os.environ[LANE_LOCK] = str(private / "processes-lane.lock")
     jinja2.Environment.compile = _compile_once
 
 
@@ -133,6 +136,25 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(line)
 
 
+LANE_LOCK = "TORCH_TEMPLATE_PROCESSES_LANE"  # the file whose lock the tests marked `processes` take in turn
+
+
+@pytest.hookimpl(tryfirst=True, wrapper=True)  # outermost: the wait for the lane is not counted in the test's timeout
+def pytest_runtest_protocol(item, nextitem):
+    """The lane of multi-process tests (torchrun jobs, signals, kills: marked `processes`): they run one at a time
+    across the workers, each beside one worker's other test at most, so that the ranks of a job get the cores they
+    wait on. scripts/test.sh runs 2 workers; alone (no pytest-xdist) there is nothing to wait for."""
+    lock = os.environ.get(LANE_LOCK)
+    if lock is None or item.get_closest_marker("processes") is None:
+        return (yield)
+    with open(lock, "a") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(file, fcntl.LOCK_UN)
+
+
 STARTED = pytest.StashKey[float]()
 
 
@@ -177,19 +199,22 @@ LONG = ("::test_named_render_passes_its_own_suite", "::test_generated_tests_pass
 
 def pytest_collection_modifyitems(items):
     """Each case that runs a whole generated suite takes minutes: deal them out so that every worker starts with its
-    share of them, and the thousands of short cases fill in around them. pytest-xdist's worksteal gives each worker
-    a contiguous share of the list (then balances by stealing from the ends), hence this order."""
+    share of them, and the thousands of short cases fill in around them. The lane of multi-process tests goes first
+    on the first worker, in turn, while the other starts on its long cases. pytest-xdist's worksteal gives each
+    worker a contiguous share of the list (then balances by stealing from the ends), hence this order."""
 
     def weight(item) -> int | None:
         return next((i for i, part in enumerate(LONG) if part in item.nodeid), None)
 
-    long = sorted((i for i in items if weight(i) is not None), key=lambda i: ("[all-on]" not in i.nodeid, weight(i)))
-    short = [item for item in items if weight(item) is None]
+    lane = [item for item in items if item.get_closest_marker("processes")]
+    rest = [item for item in items if not item.get_closest_marker("processes")]
+    long = sorted((i for i in rest if weight(i) is not None), key=lambda i: ("[all-on" not in i.nodeid, weight(i)))
+    short = [item for item in rest if weight(item) is None]
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     ordered, left = [], len(items)
     for worker in range(workers):
         share = left // (workers - worker)  # what worksteal hands this worker
-        mine = long[worker::workers]
+        mine = (lane if worker == 0 else []) + long[worker::workers]
         take = max(share - len(mine), 0)
         ordered += mine + short[:take]
         short, left = short[take:], left - len(mine) - take

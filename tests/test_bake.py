@@ -42,18 +42,30 @@ def test_readme_says_what_an_epoch_of_the_chosen_model_costs(model_project):
     assert f"{model}: ~" in line and 0.5 <= claimed / SECONDS_PER_EPOCH[model] <= 2, line
 
 
-SUITE_TIMEOUT = 2400  # the all-on suite, slow lane included, beside the other worker
+SUITE_TIMEOUT = 1500  # a generated suite's lane beside the other worker
+# name: (the render, its tests). All-on holds every generated test there is: both its lanes run, the slow one (real
+# subprocesses, signals and worker processes) in the lane of multi-process tests; all-off and the defaults (what most
+# users render) run their fast lane.
+SUITES = {
+    "all-on": ("all-on", "not slow"),
+    "all-on-slow": ("all-on", "slow"),
+    "defaults": ("defaults", "not slow"),
+    "all-off": ("all-off", "not slow"),
+}
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(SUITE_TIMEOUT + 60)
-@pytest.mark.parametrize("name", NAMED)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[pytest.mark.processes] if "slow" in n else []) for n in SUITES]
+)
 def test_named_render_passes_its_own_suite(name, cookies, forkserver, tmp_path):
-    """All-on holds every generated test there is: it runs all of them, slow ones included; all-off and the defaults
-    (what most users render) run their fast lane. Run once each, in the render (test_install.py installs them)."""
-    project = baked_project(cookies, **NAMED[name])
-    args = ["-q", *own_pytest_run(), *([] if name == "all-on" else ["-m", "not slow"])]
-    code, summary = pytest_in_fork(forkserver, project, args, tmp_path / "suite.log", SUITE_TIMEOUT)
+    """Each named render's suite, run once, in the render (test_install.py installs them)."""
+    render, lane = SUITES[name]
+    args = ["-q", *own_pytest_run(), "-m", lane]
+    code, summary = pytest_in_fork(
+        forkserver, baked_project(cookies, **NAMED[render]), args, tmp_path / "log", SUITE_TIMEOUT
+    )
     assert code == 0, f"{name}: exit {code} (None: ran past {SUITE_TIMEOUT} s)\n{summary}"
 
 

@@ -13,7 +13,7 @@ import torch
 from render import package_of
 from runners import epochs_trained
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 EPOCHS = 4
 STEPS = 20  # optimizer steps per epoch (--max-steps-per-epoch)
 STEP_KILLS = 16  # SIGKILL as a random optimizer step of epochs 2 to 4 begins: epoch 1's checkpoint exists then

@@ -17,7 +17,7 @@ from render import baked_project, package_of
 from runners import epochs_trained, own_pytest_run, run_in
 from tricks import TRICKS, answers_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.processes]
 
 # Deterministic on purpose: no random augmentation and a model without BatchNorm or dropout, so that two
 # processes with half the batch each must match one process with the whole batch.

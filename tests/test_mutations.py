@@ -6,11 +6,12 @@ loudly instead of silently testing nothing) and runs only the guarding tests, in
 """
 
 import functools
+import itertools
 import shutil
 from pathlib import Path
 
 import pytest
-from render import baked_project
+from render import GENERATED_TESTS, baked_project
 from runners import own_pytest_run, pytest_in_fork
 from tricks import NAMED
 
@@ -1328,8 +1329,26 @@ def test_every_breakage_names_a_fragment_found_once_and_guards_that_exist(all_on
     assert not wrong, "update MUTATIONS:\n" + "\n".join(wrong)
 
 
+def in_the_slow_lane(guard: str) -> bool:
+    """Whether a guarding test (or test file) is marked slow in the template: real subprocesses, signals and worker
+    processes, which run in the lane of multi-process tests here."""
+    path, _, test = guard.partition("::")
+    text = (GENERATED_TESTS / Path(path).name).read_text()
+    if not test:
+        return "pytest.mark.slow" in text
+    above = text[: text.index(f"def {test.partition('[')[0]}(")].rstrip().splitlines()
+    decorators = itertools.takewhile(lambda line: line.startswith(("@", " ", ")", "{%")), reversed(above))
+    return any("pytest.mark.slow" in line for line in decorators)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", MUTATIONS)
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=[pytest.mark.processes] if any(map(in_the_slow_lane, spec[3].split())) else [])
+        for name, spec in MUTATIONS.items()
+    ],
+)
 def test_each_breakage_is_caught_by_the_tests_that_guard_it(name, all_on, tmp_path, forkserver):
     file, fragment, broken, guards, tracker = MUTATIONS[name]
     project = tmp_path / "project"
