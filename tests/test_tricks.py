@@ -79,7 +79,7 @@ def files_testing(project: Path, tricks: set[str]) -> list[str]:
 @pytest.mark.parametrize("name", [name for name in COMBINATIONS if name not in ("all", "none")])
 def test_generated_tests_pass(name, cookies):
     """Each trick alone: the fast lane of the tests it adds or changes. The whole generated suite runs in the all-on
-    render, its fast lane in the all-off and default renders and in the default render of each model (test_bake.py)."""
+    render, its fast lane in the all-off and default renders and in one other model's (test_bake.py)."""
     project = baked_project(cookies, **COMBINATIONS[name])
     files = files_testing(project, features_on(COMBINATIONS[name]))
     assert files, f"{name} adds and changes no test"
