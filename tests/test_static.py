@@ -1,6 +1,8 @@
 """The template itself: every file and path is valid Jinja, every variable is declared and prompted."""
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,45 @@ def test_the_readme_gives_the_matrixs_counts_as_the_suite_computes_them():
     )
     assert f"(every accepted combination, {accepted} today," in readme
     assert f"distributed training: {refused} today)" in readme
+
+
+FAKE_PYTHON = """#!/bin/sh
+echo "$*" >> "$CALLS"
+case "$*" in
+    *urlopen*) exit "$INDEX_DOWN" ;;  # the CPU wheels' index, reachable or not
+    "-c import torch") exit 1 ;;  # no torch yet
+esac
+"""
+
+
+@pytest.mark.parametrize(
+    ("machine", "gpu", "index_down", "cpu_wheels"),
+    [("Linux", False, 0, True), ("Linux", False, 1, False), ("Linux", True, 0, False), ("Darwin", False, 0, False)],
+)
+def test_setup_installs_the_cpu_wheels_on_linux_without_a_gpu_where_their_index_answers(
+    tmp_path, machine, gpu, index_down, cpu_wheels
+):
+    """scripts/setup.sh (demo.sh and test.sh source it) against a stand-in for .venv's python that logs its calls:
+    PyPI's torch for Linux is the 5 GB CUDA build, which a machine without an NVIDIA GPU cannot use."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "setup.sh").write_text((ROOT / "scripts" / "setup.sh").read_text())
+    tools = tmp_path / "bin"
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    tools.mkdir()
+    for name, text in {".venv/bin/python": FAKE_PYTHON, "bin/uname": f"#!/bin/sh\necho {machine}\n"}.items():
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755)
+    if gpu:
+        (tools / "nvidia-smi").write_text("#!/bin/sh\n")
+        (tools / "nvidia-smi").chmod(0o755)
+    (tools / "dirname").symlink_to(shutil.which("dirname"))
+    env = {"PATH": str(tools), "CALLS": str(tmp_path / "calls"), "INDEX_DOWN": str(index_down)}
+    done = subprocess.run(
+        [shutil.which("bash"), "-c", "source scripts/setup.sh"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    cpu = "-m pip install --quiet torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+    assert (cpu in calls) == cpu_wheels, calls
+    assert "-m pip install --quiet --group dev" in calls  # then the rest, torch from there if not yet installed
+    assert ("is unreachable" in done.stdout) == (machine == "Linux" and not gpu and index_down == 1), done.stdout
