@@ -2,6 +2,7 @@
 
 import ast
 import functools
+import hashlib
 import re
 import subprocess
 from pathlib import Path
@@ -97,6 +98,28 @@ def assert_imports_resolve(project: Path, facts: dict[Path, tuple]) -> None:
                     imported.add(name)
     orphans = set(modules) - imported - {"__init__", "__main__"}
     assert not orphans, f"modules nothing imports (left over?): {sorted(orphans)}"
+
+
+def code_run_by(project: Path, test: Path) -> str:
+    """What a generated test file runs, as a SHA-256 digest: its text, the conftest and pytest settings beside it, and
+    every module of the package it imports, directly or through the modules it imports. Two renders whose file has the
+    same digest would run the same tests on the same code."""
+    package = package_of(project)
+    source, seen, todo = project / "src" / package, set(), [test, project / "tests" / "conftest.py"]
+    while todo:
+        imports, _ = _file_facts(".py", todo.pop().read_text())
+        for level, module, names in imports:
+            if level == 0 and module and module.split(".")[0] == package:
+                module, level = module.partition(".")[2], 1
+            for name in ([module] if module else names) if level == 1 else []:
+                path = source / f"{name.split('.')[0]}.py"
+                if path.is_file() and path not in seen:
+                    seen.add(path)
+                    todo.append(path)
+    digest = hashlib.sha256()
+    for path in [test, project / "tests" / "conftest.py", project / "pyproject.toml", *sorted(seen)]:
+        digest.update(str(path.relative_to(project)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def assert_ruff_clean(*projects: Path) -> None:

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from checks import assert_ruff_clean
+from checks import assert_ruff_clean, code_run_by
 from render import CHOICES, GENERATED_TESTS, baked_project, package_of
 from runners import Run, own_pytest_run, run_in
+from test_bake import SUITES, WHOLE_LANE_MODEL
 from tricks import (
     NAMED,
     REGISTRY,
@@ -115,3 +116,21 @@ NEEDING = [trick for trick in TRICKS if REGISTRY[trick].requires]
 @pytest.mark.parametrize("trick", NEEDING, ids=[REGISTRY[trick].short for trick in NEEDING])
 def test_a_trick_without_the_one_it_needs_is_refused(trick, tmp_path, capfd):
     assert_refused_for_what_it_needs(tmp_path, capfd, {trick: True, REGISTRY[trick].requires: False})
+
+
+def test_no_generated_test_file_runs_twice_on_the_same_code(cookies_session):
+    """Across the renders whose own tests this suite runs (test_bake's named renders and models, each trick and each
+    tracker alone here), no generated test file runs twice with the same text on the same modules (checks.code_run_by):
+    a lane that only repeats another's work fails here."""
+    runs = {f"{render} render": (NAMED[render], None) for render, _ in SUITES.values()}  # its lanes split its tests
+    runs |= {f"{model} render": ({"model": model}, None if model == WHOLE_LANE_MODEL else ["tests/test_model.py"])
+             for model in CHOICES["model"][1:]}  # fmt: skip
+    runs |= {f"{name} alone": (COMBINATIONS[name], "touched") for name in COMBINATIONS if name not in ("all", "none")}
+    ran_by = {}
+    for run, (answers, files) in runs.items():
+        project = baked_project(cookies_session, **answers)
+        if files == "touched":
+            files = files_testing(project, features_on(answers))
+        for file in files or sorted(f"tests/{path.name}" for path in (project / "tests").glob("test_*.py")):
+            ran_by.setdefault(code_run_by(project, project / file), []).append(f"{file} of the {run}")
+    assert not [runs for runs in ran_by.values() if len(runs) > 1]
