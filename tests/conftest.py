@@ -197,6 +197,7 @@ def time_table(stats: dict, config) -> list[str]:
 LONG = ("::test_named_render_passes_its_own_suite", "::test_generated_tests_pass", "test_mutations.py::")  # longest 1st
 
 
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected: the shares are of what runs
 def pytest_collection_modifyitems(items):
     """Each case that runs a whole generated suite takes minutes: deal them out so that every worker starts with its
     share of them, and the thousands of short cases fill in around them. The lane of multi-process tests goes first

@@ -1,8 +1,10 @@
 """Running what a render contains: its command line and its own test suite, and what a training run produced."""
 
+import contextlib
 import csv
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,13 +40,13 @@ def pytest_in_fork(forkserver, project: Path, args: list[str], log: Path, timeou
 
     child = forkserver.Process(target=smoke_child.pytest_in, args=(str(project), args, str(log)))
     child.start()
-    child.join(timeout)
-    if child.is_alive():
-        child.kill()
+    try:
+        child.join(timeout)
+        code = None if child.is_alive() else child.exitcode
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the suite's session: its own processes end with it
+            os.killpg(child.pid, signal.SIGKILL)
         child.join()
-        code = None
-    else:
-        code = child.exitcode
     output = log.read_text().strip() if log.exists() else ""
     return code, "\n".join(output.splitlines()[-40:]) if output else "no output"  # an internal error's traceback too
 

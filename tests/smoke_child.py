@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import sys
+import traceback
 from pathlib import Path
 
 
@@ -249,18 +250,26 @@ def make_mlflow_store(db: str) -> None:
 
 def pytest_in(project: str, args: list[str], log: str) -> None:
     """`python -m pytest args` in a render's folder, as `run_in` would start it, minus the ~6 s of importing torch
-    in a fresh interpreter: the output goes to `log`, pytest's exit code is this process's."""
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.chdir(project)
-    src = str(Path(project) / "src")
-    sys.path.insert(0, src)
-    os.environ["PYTHONPATH"] = src  # what the tests start in subprocesses imports the render too
-    # A forkserver's children inherit its start method; DataLoader workers started that way cost seconds each.
-    multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)  # the platform's own
-    import pytest
-
+    in a fresh interpreter: the output goes to `log`, pytest's exit code is this process's (70 when the set-up here
+    failed, never 1: exit 1 means tests ran and failed). In a session of its own, so that whoever started it can end
+    it and every process its tests started at once."""
+    try:
+        os.setsid()
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.chdir(project)
+        for key in [key for key in os.environ if key.startswith(("PYTEST_", "TORCH_TEMPLATE_"))]:
+            del os.environ[key]  # this suite's own pytest is no worker of the template's
+        src = str(Path(project) / "src")
+        sys.path.insert(0, src)
+        os.environ["PYTHONPATH"] = src  # what the tests start in subprocesses imports the render too
+        # A forkserver's children inherit its start method; DataLoader workers started that way cost seconds each.
+        multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)  # the platform's own
+        import pytest
+    except BaseException:  # noqa: BLE001 (whatever it was, it is no test failing)
+        traceback.print_exc()
+        os._exit(70)
     code = pytest.main(args)
     sys.stdout.flush()
     sys.stderr.flush()

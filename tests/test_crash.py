@@ -29,6 +29,14 @@ def start(forkserver, project: Path, argv: list[str], log: Path, point: str = ""
     return child
 
 
+def finish(child, timeout: float = 120) -> None:
+    """Wait for a run to end; one still running after `timeout` seconds is killed (and fails the test's checks)."""
+    child.join(timeout)
+    if child.is_alive():
+        child.kill()
+        child.join()
+
+
 def kill_points() -> list[tuple[str, int]]:
     rng = random.Random(6)
     steps = sorted(rng.sample(range(STEPS + 1, EPOCHS * STEPS + 1), STEP_KILLS))
@@ -52,13 +60,13 @@ def test_killed_run_resumes_and_finishes(default_project, forkserver, tmp_path, 
     argv = ["train", "--epochs", str(EPOCHS), "--max-steps-per-epoch", str(STEPS), "--batch-size", "32"]
     argv += ["--device", "cpu", "--output-dir", str(run)]
     child = start(forkserver, default_project, argv, tmp_path / "killed.log", point, n)
-    child.join(120)
+    finish(child)
     assert child.exitcode == -signal.SIGKILL, (tmp_path / "killed.log").read_text()[-2000:]  # killed mid-run
     saved = saved_epoch(run)
     assert saved >= 1 or point == "save"  # a kill in epoch 2 or later always leaves a checkpoint to resume from
 
     resumed = start(forkserver, default_project, [*argv, "--resume", "auto"], tmp_path / "resumed.log")
-    resumed.join(120)
+    finish(resumed)
     log = (tmp_path / "resumed.log").read_text()
     assert resumed.exitcode == 0, log[-3000:]
     # It continued after the checkpoint's epoch: no epoch trained again, none skipped.

@@ -19,7 +19,9 @@ def sh(*command, cwd=None, timeout=600) -> subprocess.CompletedProcess:
     return done
 
 
-@pytest.mark.parametrize("name", NAMED)
+# all-on also starts a two-process job: its workers must import the installed package (distributed.py puts it on
+# their path), so it runs in the lane of multi-process tests
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.processes] * (n == "all-on")) for n in NAMED])
 def test_installed_render_runs_its_console_script(name, cookies, tmp_path):
     project = baked_project(cookies, **NAMED[name])
     venv = tmp_path / "venv"
@@ -39,3 +41,7 @@ def test_installed_render_runs_its_console_script(name, cookies, tmp_path):
     assert done.stdout.strip().splitlines()[-1].endswith(f": {run / 'model.pt'}")
     done = sh(script, "evaluate", "--weights", run / "model.pt", "--device", "cpu", cwd=tmp_path)
     assert done.stdout.startswith("accuracy "), done.stdout
+    if name == "all-on":
+        job = ["train", "--nproc", "2", "--device", "cpu", "--epochs", "1", "--max-steps-per-epoch", "2"]
+        done = sh(script, *job, "--no-plots", "--output-dir", tmp_path / "job", cwd=tmp_path)
+        assert done.stdout.strip().splitlines()[-1].endswith(f": {tmp_path / 'job' / 'model.pt'}"), done.stdout

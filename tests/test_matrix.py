@@ -104,13 +104,17 @@ def new_mlflow_store(forkserver, store: Path) -> Path:
     """An MLflow store as a run creates it, at `store`: copied from one made once per test process. A new store runs
     MLflow's ~50 schema migrations, 1.5 s of every smoke run that logs to MLflow; the generated tests (and test_tricks'
     runs in subprocesses) create theirs as users do."""
-    made = Path(tempfile.gettempdir(), "new-mlflow-store.db")
+    made = Path(tempfile.gettempdir(), "new-mlflow-store.db")  # this process's own temp folder (conftest.py)
     if not made.exists():
-        child = forkserver.Process(target=smoke_child.make_mlflow_store, args=(str(made.with_suffix(".tmp")),))
+        making = Path(tempfile.mkdtemp()) / "mlflow.db"
+        child = forkserver.Process(target=smoke_child.make_mlflow_store, args=(str(making),))
         child.start()
         child.join(SMOKE_TIMEOUT)
+        if child.is_alive():
+            child.kill()
+            child.join()
         assert child.exitcode == 0, f"MLflow could not create a store (exit {child.exitcode})"
-        made.with_suffix(".tmp").replace(made)
+        making.replace(made)
     store.mkdir(parents=True)
     shutil.copyfile(made, store / "mlflow.db")
     return store

@@ -119,9 +119,10 @@ def test_a_trick_without_the_one_it_needs_is_refused(trick, tmp_path, capfd):
 
 
 def test_no_generated_test_file_runs_twice_on_the_same_code(cookies_session):
-    """Across the renders whose own tests this suite runs (test_bake's named renders and models, each trick and each
+    """Across the lanes of generated tests this suite declares (test_bake's SUITES and model lanes, each trick and each
     tracker alone here), no generated test file runs twice with the same text on the same modules (checks.code_run_by):
-    a lane that only repeats another's work fails here."""
+    a lane added to these tables that only repeats another's work fails here. The digest is strict: the generated
+    conftest imports train, which imports nearly every module, so two files differ wherever their renders do."""
     runs = {f"{render} render": (NAMED[render], None) for render, _ in SUITES.values()}  # its lanes split its tests
     runs |= {f"{model} render": ({"model": model}, None if model == WHOLE_LANE_MODEL else ["tests/test_model.py"])
              for model in CHOICES["model"][1:]}  # fmt: skip
