@@ -50,7 +50,7 @@ def _compile_once(env, source, name=None, filename=None, raw=False, defer_init=F
     return _compiled[key]
 
 
-# What renders import, loaded once in the fork server (imports only: no torch op, no thread, no CUDA).
+# What renders and their tests import, loaded once in the fork server (imports only: no torch op, no thread, no CUDA).
 PRELOAD = [
     "torch",
     "torch.distributed",
@@ -68,7 +68,16 @@ PRELOAD = [
     "mlflow.store.tracking.sqlalchemy_store",
     "wandb",
     "wandb.sdk.launch.inputs.internal",
+    # what forked suites import before their first test: pytest and its plugins (hypothesis's imports hypothesis as a
+    # suite ends, 1.3 s), and the generated tests' own libraries
+    "pytest",
+    "hypothesis",
+    "optuna",
+    "onnx",
+    "onnxruntime",
+    "sklearn.metrics",
     "smoke_child",
+    "frozen_heap",  # last
 ]
 
 
