@@ -6,8 +6,8 @@ import pytest
 import torch
 from checks import assert_ruff_clean, code_run_by
 from render import CHOICES, GENERATED_TESTS, baked_project, package_of
-from runners import Run, own_pytest_run, run_in
-from test_bake import SUITES, WHOLE_LANE_MODEL
+from runners import Run, own_pytest_run, pytest_in_fork, run_in
+from test_bake import SUITE_TIMEOUT, SUITES, WHOLE_LANE_MODEL
 from tricks import (
     NAMED,
     REGISTRY,
@@ -77,14 +77,17 @@ def files_testing(project: Path, tricks: set[str]) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SUITE_TIMEOUT + 60)
 @pytest.mark.parametrize("name", [name for name in COMBINATIONS if name not in ("all", "none")])
-def test_generated_tests_pass(name, cookies):
+def test_generated_tests_pass(name, cookies, forkserver, tmp_path):
     """Each trick alone: the fast lane of the tests it adds or changes. The whole generated suite runs in the all-on
     render, its fast lane in the all-off and default renders and in one other model's (test_bake.py)."""
     project = baked_project(cookies, **COMBINATIONS[name])
     files = files_testing(project, features_on(COMBINATIONS[name]))
     assert files, f"{name} adds and changes no test"
-    run_in(project, "-m", "pytest", "-q", *own_pytest_run(), "-m", "not slow", *files)
+    args = ["-q", *own_pytest_run(), "-m", "not slow", *files]
+    code, summary = pytest_in_fork(forkserver, project, args, tmp_path / "suite.log", SUITE_TIMEOUT)
+    assert code == 0, f"{name}: exit {code} (None: ran past {SUITE_TIMEOUT} s)\n{summary}"
 
 
 def smoke_in_subprocesses(project: Path, features: set[str], run: Path) -> Run:
