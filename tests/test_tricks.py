@@ -7,7 +7,7 @@ import torch
 from checks import assert_ruff_clean, code_run_by
 from render import CHOICES, GENERATED_TESTS, baked_project, package_of
 from runners import Run, own_pytest_run, pytest_in_fork, run_in
-from test_bake import SUITE_TIMEOUT, SUITES, WHOLE_LANE_MODEL
+from test_bake import MODEL_LANE, SUITE_TIMEOUT, SUITES
 from tricks import (
     NAMED,
     REGISTRY,
@@ -108,8 +108,15 @@ def smoke_in_subprocesses(project: Path, features: set[str], run: Path) -> Run:
     return Run(run, log, "small_cnn", "auto", precision, len(commands), checkpoint_epochs)
 
 
-def test_smoke_run_with_every_chosen_trick_active(combination, tmp_path):
-    tricks, project = combination
+# Every trick alone and each tracker alone are combinations of the matrix too, smoke-trained there with the same checks
+# in forked children (test_matrix.py): in fresh interpreters, as a user starts them, every trick at once and none.
+SUBPROCESS_SMOKES = ("all", "none")
+
+
+@pytest.mark.parametrize("name", SUBPROCESS_SMOKES)
+def test_smoke_run_with_every_chosen_trick_active(name, cookies_session, tmp_path):
+    tricks = features_on(COMBINATIONS[name])
+    project = baked_project(cookies_session, **COMBINATIONS[name])
     check_run(smoke_in_subprocesses(project, tricks, tmp_path / "run"), tricks)
 
 
@@ -127,8 +134,7 @@ def test_no_generated_test_file_runs_twice_on_the_same_code(cookies_session):
     a lane added to these tables that only repeats another's work fails here. The digest is strict: the generated
     conftest imports train, which imports nearly every module, so two files differ wherever their renders do."""
     runs = {f"{render} render": (NAMED[render], None) for render, _ in SUITES.values()}  # its lanes split its tests
-    runs |= {f"{model} render": ({"model": model}, None if model == WHOLE_LANE_MODEL else ["tests/test_model.py"])
-             for model in CHOICES["model"][1:]}  # fmt: skip
+    runs |= {f"{model} render": ({"model": model}, MODEL_LANE) for model in CHOICES["model"][1:]}
     runs |= {f"{name} alone": (COMBINATIONS[name], "touched") for name in COMBINATIONS if name not in ("all", "none")}
     ran_by = {}
     for run, (answers, files) in runs.items():

@@ -157,7 +157,7 @@ def test_a_script_that_builds_loaders_outside_train_exits_when_it_ends(tmp_path)
     with subprocess.Popen(script, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
         said = process.stdout.readline()  # the batch is read: what is left is Python's exit
         try:  # the bound only turns a hang into a failure: stopping the workers takes well under a second
-            process.wait(timeout=60)
+            process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
             pytest.fail(f"the script read its batch ({said!r}) but never exited")
