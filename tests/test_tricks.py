@@ -34,6 +34,11 @@ COMBINATIONS = {
 }
 
 
+# What each lane alone is about: its trick, not the one it needs (SyncBN's DDP, whose own lane runs DDP's tests), or its
+# tracker
+ABOUT = {REGISTRY[trick].short: {trick} for trick in TRICKS} | {tracker.short: {tracker.prompt} for tracker in TRACKERS}
+
+
 @pytest.fixture(scope="module", params=COMBINATIONS, ids=str)
 def combination(request, cookies_session) -> tuple[set[str], Path]:
     answers = COMBINATIONS[request.param]
@@ -62,16 +67,18 @@ def test_render_is_ruff_clean(combination):
     assert_ruff_clean(combination[1])
 
 
-def files_testing(project: Path, tricks: set[str]) -> list[str]:
-    """The render's test files that exist, or read differently, because of these tricks: their own files (the
-    registry's) and every test file with a Jinja branch on one of them (on the tracker, for a tracker)."""
-    prompts = {trick.partition("=")[0] for trick in tricks if trick != "tracker=none"}
-    own = {Path(path).name for trick in prompts & set(REGISTRY) for path in REGISTRY[trick].files}
-    own |= {Path(path).name for path in TRACKING_FILES} if "tracker" in prompts else set()
+def files_testing(project: Path, about: set[str]) -> list[str]:
+    """The render's test files that a lane of one trick or one tracker alone runs: the trick's own files (the
+    registry's) and test_config.py (generated from the config: every option of the trick reaches what it configures);
+    a tracker's own files and every test file with a Jinja branch on the tracker. A trick's branches in other files run
+    with it on in the all-on render and off in the others; a tracker's, only in a render of that tracker."""
+    own = {Path(path).name for trick in about & set(REGISTRY) for path in REGISTRY[trick].files} | {"test_config.py"}
+    trackers = {prompt for prompt in about if prompt.startswith("tracker=")}
+    own |= {Path(path).name for path in TRACKING_FILES} if trackers else set()
     branched = {
         path.name
         for path in GENERATED_TESTS.glob("test_*.py")
-        if any(f"cookiecutter.{prompt}" in path.read_text() for prompt in prompts)
+        if trackers and "cookiecutter.tracker" in path.read_text()
     }
     return [f"tests/{name}" for name in sorted(own | branched) if (project / "tests" / name).is_file()]
 
@@ -80,10 +87,10 @@ def files_testing(project: Path, tricks: set[str]) -> list[str]:
 @pytest.mark.timeout(SUITE_TIMEOUT + 60)
 @pytest.mark.parametrize("name", [name for name in COMBINATIONS if name not in ("all", "none")])
 def test_generated_tests_pass(name, cookies, forkserver, tmp_path):
-    """Each trick alone: the fast lane of the tests it adds or changes. The whole generated suite runs in the all-on
-    render, its fast lane in the all-off and default renders and in one other model's (test_bake.py)."""
+    """Each trick and each tracker alone: the fast lane of its tests (files_testing). The whole generated suite runs in
+    the all-on render, its fast lane in the all-off and default renders (test_bake.py)."""
     project = baked_project(cookies, **COMBINATIONS[name])
-    files = files_testing(project, features_on(COMBINATIONS[name]))
+    files = files_testing(project, ABOUT[name])
     assert files, f"{name} adds and changes no test"
     args = ["-q", *own_pytest_run(), "-m", "not slow", *files]
     code, summary = pytest_in_fork(forkserver, project, args, tmp_path / "suite.log", SUITE_TIMEOUT)
@@ -135,12 +142,12 @@ def test_no_generated_test_file_runs_twice_on_the_same_code(cookies_session):
     conftest imports train, which imports nearly every module, so two files differ wherever their renders do."""
     runs = {f"{render} render": (NAMED[render], None) for render, _ in SUITES.values()}  # its lanes split its tests
     runs |= {f"{model} render": ({"model": model}, MODEL_LANE) for model in CHOICES["model"][1:]}
-    runs |= {f"{name} alone": (COMBINATIONS[name], "touched") for name in COMBINATIONS if name not in ("all", "none")}
+    runs |= {f"{name} alone": (COMBINATIONS[name], name) for name in COMBINATIONS if name not in ("all", "none")}
     ran_by = {}
     for run, (answers, files) in runs.items():
         project = baked_project(cookies_session, **answers)
-        if files == "touched":
-            files = files_testing(project, features_on(answers))
+        if isinstance(files, str):  # a lane alone: the files it runs
+            files = files_testing(project, ABOUT[files])
         for file in files or sorted(f"tests/{path.name}" for path in (project / "tests").glob("test_*.py")):
             ran_by.setdefault(code_run_by(project, project / file), []).append(f"{file} of the {run}")
     assert not [runs for runs in ran_by.values() if len(runs) > 1]
