@@ -143,10 +143,9 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
         "smoothing": SMOOTHING if answers["use_label_smoothing"] else 0.0,
     }
     report = out / "report.json"
-    child = forkserver.Process(
-        target=smoke_child.run,
-        args=(str(project / "src"), package_of(project), commands, str(report), watch, answers["use_distributed"]),
-    )
+    shared = tempfile.gettempdir()  # this process's own temp folder (conftest.py): the runs' shared synthetic images
+    args = (str(project / "src"), package_of(project), commands, str(report), watch, answers["use_distributed"], shared)
+    child = forkserver.Process(target=smoke_child.run, args=args)
     child.start()
     child.join(SMOKE_TIMEOUT)
     if child.is_alive():
