@@ -1,4 +1,3 @@
-import contextlib
 import fcntl
 import multiprocessing
 import multiprocessing.util
@@ -87,28 +86,7 @@ def forkserver():
     """Children forked from a server that imported torch once (and ran no torch op): ~3 s saved per run."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
-    with shared_wandb_service():
-        multiprocessing.forkserver.ensure_running()  # it keeps the environment it starts in
     return context
-
-
-@contextlib.contextmanager
-def shared_wandb_service():
-    """A W&B service process of this test process's, for the runs forked from the server started meanwhile: each W&B
-    run starts one of its own otherwise (0.4 s a smoke run). W&B passes its address in WANDB_SERVICE; runs still end
-    theirs with wandb.teardown(), which leaves a service they did not start running. The generated suites run without
-    it (smoke_child.pytest_in), as a user's would."""
-    import wandb
-
-    os.environ["WANDB_DIR"] = tempfile.mkdtemp(prefix="wandb-service-")  # its own logs: in this process's temp folder
-    try:
-        wandb.setup()
-    finally:
-        os.environ.pop("WANDB_DIR")
-    try:
-        yield
-    finally:
-        os.environ.pop("WANDB_SERVICE", None)
 
 
 @pytest.fixture

@@ -294,8 +294,8 @@ def pytest_in(project: str, args: list[str], log: str) -> None:
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.chdir(project)
-        for key in [key for key in os.environ if key.startswith(("PYTEST_", "TORCH_TEMPLATE_", "WANDB_SERVICE"))]:
-            del os.environ[key]  # this suite's own pytest is no worker of the template's, nor uses its W&B service
+        for key in [key for key in os.environ if key.startswith(("PYTEST_", "TORCH_TEMPLATE_"))]:
+            del os.environ[key]  # this suite's own pytest is no worker of the template's
         src = str(Path(project) / "src")
         sys.path.insert(0, src)
         os.environ["PYTHONPATH"] = src  # what the tests start in subprocesses imports the render too

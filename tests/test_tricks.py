@@ -7,7 +7,7 @@ import torch
 from checks import assert_ruff_clean, code_run_by
 from render import CHOICES, GENERATED_TESTS, baked_project, package_of
 from runners import Run, own_pytest_run, pytest_in_fork, run_in
-from test_bake import MODEL_LANE, SUITE_TIMEOUT, SUITES
+from test_bake import MODEL_LANE, SUITE_TIMEOUT, SUITES, WHOLE_LANE_MODEL
 from tricks import (
     NAMED,
     REGISTRY,
@@ -88,7 +88,7 @@ def files_testing(project: Path, about: set[str]) -> list[str]:
 @pytest.mark.parametrize("name", [name for name in COMBINATIONS if name not in ("all", "none")])
 def test_generated_tests_pass(name, cookies, forkserver, tmp_path):
     """Each trick and each tracker alone: the fast lane of its tests (files_testing). The whole generated suite runs in
-    the all-on render, its fast lane in the all-off and default renders (test_bake.py)."""
+    the all-on render, its fast lane in the all-off and default renders and in one other model's (test_bake.py)."""
     project = baked_project(cookies, **COMBINATIONS[name])
     files = files_testing(project, ABOUT[name])
     assert files, f"{name} adds and changes no test"
@@ -141,7 +141,8 @@ def test_no_generated_test_file_runs_twice_on_the_same_code(cookies_session):
     a lane added to these tables that only repeats another's work fails here. The digest is strict: the generated
     conftest imports train, which imports nearly every module, so two files differ wherever their renders do."""
     runs = {f"{render} render": (NAMED[render], None) for render, _ in SUITES.values()}  # its lanes split its tests
-    runs |= {f"{model} render": ({"model": model}, MODEL_LANE) for model in CHOICES["model"][1:]}
+    runs |= {f"{model} render": ({"model": model}, None if model == WHOLE_LANE_MODEL else MODEL_LANE)
+             for model in CHOICES["model"][1:]}  # fmt: skip
     runs |= {f"{name} alone": (COMBINATIONS[name], name) for name in COMBINATIONS if name not in ("all", "none")}
     ran_by = {}
     for run, (answers, files) in runs.items():

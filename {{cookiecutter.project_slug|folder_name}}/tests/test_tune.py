@@ -143,7 +143,7 @@ def test_a_search_on_two_processes_prunes_with_rank_0s_decision_on_both(searched
     for lr in (0.05, 0.05, 1.0e-9):  # two trials that learn, then one that cannot
         study.enqueue_trial({"lr": lr})
     command = ["tune", "--space", space_file(tmp_path, "lr: [0.05, 1.0e-9]\n"), "--trials", "3"]
-    # a rank left waiting for a decision fails in 30 s: healthy ranks wait on each other for a second at most
+    # a rank left waiting for a decision fails in 30 s: healthy ranks wait on each other for a few seconds at most
     command += ["--startup-trials", "2", "--nproc", "2", "--device", "cpu", "--dist-timeout", "30", "--no-plots"]
     command += ["--model", "small_cnn", "--epochs", "2", "--max-steps-per-epoch", "6", "--batch-size", "16"]
     assert main([*command, "--num-workers", "0", "--output-dir", str(folder)]) == 0
