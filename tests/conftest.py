@@ -56,6 +56,9 @@ PRELOAD = [
     "torch.distributed",
     "torch.utils.tensorboard",
     "torchvision",
+    "torchvision.transforms.v2",  # every render's data.py: 16 ms a run
+    "torch.distributed.run",  # torchrun's elastic launcher, which the DDP renders import: 20 ms a run
+    "torch.utils.serialization",  # the smoke runs' settings for torch.save
     "torchinfo",
     "tqdm",
     "yaml",
@@ -66,6 +69,8 @@ PRELOAD = [
     "mlflow",
     "mlflow.store.db.utils",
     "mlflow.store.tracking.sqlalchemy_store",
+    "sqlalchemy.dialects.sqlite",  # what an MLflow run's first call imports: 30 ms a run
+    "filelock",
     "wandb",
     "wandb.sdk.launch.inputs.internal",
     # what forked suites import before their first test: pytest and its plugins (hypothesis's imports hypothesis as a

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 from {package} import train
 from {package}.config import TrainConfig
+from {package}.distributed import teardown
 
 train.build_model = lambda name, classes, *rest: nn.Sequential(
     nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)
@@ -43,6 +44,7 @@ train.build_model = keep_initial
 result = train.train(TrainConfig(device="cpu", epochs=2, max_steps_per_epoch=2, batch_size=16, num_workers=0,
                                  augment="none", hflip=False, output_dir=out))
 torch.save(result["model"].state_dict(), f"{{out}}/rank{{os.environ['RANK']}}.pt")
+teardown()  # as the command line ends: left to the interpreter's exit, gloo's threads have aborted a finished rank
 """
 
 
@@ -54,6 +56,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from {package} import train
 from {package}.config import TrainConfig
+from {package}.distributed import teardown
 
 train.build_model = lambda name, classes, *rest: nn.Sequential(
     nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)
@@ -78,6 +81,7 @@ result = train.train(TrainConfig(device="cpu", epochs=1, max_steps_per_epoch=ste
 torch.save(result["model"].state_dict(), f"{{out}}/rank{{os.environ['RANK']}}.pt")
 with open(f"{{out}}/reductions{{os.environ['RANK']}}.json", "w") as file:
     json.dump(len(reductions), file)
+teardown()  # as the command line ends: left to the interpreter's exit, gloo's threads have aborted a finished rank
 """
 
 
