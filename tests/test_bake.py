@@ -70,10 +70,14 @@ def test_named_render_passes_its_own_suite(name, cookies, forkserver, tmp_path):
 
 
 # The model prompt changes one value of the render's code, the default model (and test_model.py, which tests it): the
-# rest of each model's suite is the defaults' suite again, on another network. One model (the quickest torchvision one)
-# runs the whole fast lane, so that a test that only holds for small_cnn shows; every model runs test_model.py.
-WHOLE_LANE_MODEL = "mobilenet_v3_small"
+# rest of each model's suite is the defaults' suite again, on another network. Every model runs test_model.py; one (the
+# quickest torchvision one) also runs the files where the network itself matters: export and its parity, features by
+# layer, the loop's memory layouts and compile, what train prints about the model. Its checkpoint, data, tune and
+# config tests would only repeat the defaults' on the same code but a default name (140 s of worker time).
+NETWORK_LANE_MODEL = "mobilenet_v3_small"
 MODEL_LANE = ["tests/test_model.py"]
+NETWORK_LANE = [*MODEL_LANE, "tests/test_export.py", "tests/test_features.py", "tests/test_speed_tricks.py",
+                "tests/test_train.py"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -82,7 +86,7 @@ MODEL_LANE = ["tests/test_model.py"]
 def test_generated_tests_pass(model, cookies, forkserver, tmp_path):
     """The generated tests of the default render of each other model (small_cnn's: the defaults above)."""
     project = baked_project(cookies, model=model)
-    tests = [] if model == WHOLE_LANE_MODEL else MODEL_LANE
+    tests = NETWORK_LANE if model == NETWORK_LANE_MODEL else MODEL_LANE
     args = ["-q", *own_pytest_run(), "-m", "not slow", *tests]
     code, summary = pytest_in_fork(forkserver, project, args, tmp_path / "log", SUITE_TIMEOUT)
     assert code == 0, f"{model}: exit {code} (None: ran past {SUITE_TIMEOUT} s)\n{summary}"

@@ -15,7 +15,7 @@ from runners import epochs_trained
 
 pytestmark = [pytest.mark.slow, pytest.mark.processes]
 EPOCHS = 4
-STEPS = 20  # optimizer steps per epoch (--max-steps-per-epoch)
+STEPS = 10  # optimizer steps per epoch (--max-steps-per-epoch)
 STEP_KILLS = 16  # SIGKILL as a random optimizer step of epochs 2 to 4 begins: epoch 1's checkpoint exists then
 SAVE_KILLS = 4  # SIGKILL halfway through the n-th torch.save (last.pt after each epoch), or as the plots start
 

@@ -7,7 +7,7 @@ import torch
 from checks import assert_ruff_clean, code_run_by
 from render import CHOICES, GENERATED_TESTS, baked_project, package_of
 from runners import Run, own_pytest_run, pytest_in_fork, run_in
-from test_bake import MODEL_LANE, SUITE_TIMEOUT, SUITES, WHOLE_LANE_MODEL
+from test_bake import MODEL_LANE, NETWORK_LANE, NETWORK_LANE_MODEL, SUITE_TIMEOUT, SUITES
 from tricks import (
     NAMED,
     REGISTRY,
@@ -141,7 +141,7 @@ def test_no_generated_test_file_runs_twice_on_the_same_code(cookies_session):
     a lane added to these tables that only repeats another's work fails here. The digest is strict: the generated
     conftest imports train, which imports nearly every module, so two files differ wherever their renders do."""
     runs = {f"{render} render": (NAMED[render], None) for render, _ in SUITES.values()}  # its lanes split its tests
-    runs |= {f"{model} render": ({"model": model}, None if model == WHOLE_LANE_MODEL else MODEL_LANE)
+    runs |= {f"{model} render": ({"model": model}, NETWORK_LANE if model == NETWORK_LANE_MODEL else MODEL_LANE)
              for model in CHOICES["model"][1:]}  # fmt: skip
     runs |= {f"{name} alone": (COMBINATIONS[name], name) for name in COMBINATIONS if name not in ("all", "none")}
     ran_by = {}
