@@ -70,7 +70,6 @@ PRELOAD = [
     "mlflow.store.db.utils",
     "mlflow.store.tracking.sqlalchemy_store",
     "sqlalchemy.dialects.sqlite",  # what an MLflow run's first call imports: 30 ms a run
-    "filelock",
     "wandb",
     "wandb.sdk.launch.inputs.internal",
     # what forked suites import before their first test: pytest and its plugins (hypothesis's imports hypothesis as a

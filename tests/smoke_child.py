@@ -190,7 +190,8 @@ def _poll_wandb_quickly() -> None:
     W&B's own unit tests patch (the service, its start and its timeout are unchanged)."""
     from wandb.sdk.lib.service import service_port_file
 
-    service_port_file._SLEEP = lambda seconds: time.sleep(min(seconds, 0.01))
+    sleep = time.sleep  # bound now, as W&B binds it: a test that patches time.sleep later leaves this alone
+    service_port_file._SLEEP = lambda seconds: sleep(min(seconds, 0.01))
 
 
 def run(src: str, package: str, commands: list[list[str]], report: str, checks: dict, ddp: bool, shared: str) -> None:

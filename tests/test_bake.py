@@ -70,14 +70,16 @@ def test_named_render_passes_its_own_suite(name, cookies, forkserver, tmp_path):
 
 
 # The model prompt changes one value of the render's code, the default model (and test_model.py, which tests it): the
-# rest of each model's suite is the defaults' suite again, on another network. Every model runs test_model.py; one (the
-# quickest torchvision one) also runs the files where the network itself matters: export and its parity, features by
-# layer, the loop's memory layouts and compile, what train prints about the model. Its checkpoint, data, tune and
-# config tests would only repeat the defaults' on the same code but a default name (140 s of worker time).
+# rest of each model's suite is the defaults' suite again, on another network (tiny_config trains the default model).
+# Every model runs test_model.py; one, the quickest torchvision one, also runs the files whose tests depend on the
+# network's own layers and state: export and its parity, features by layer, memory layouts and compile, the loop,
+# bitwise resume with BatchNorm's buffers, clipping and smoothing on its gradients and logits. Its data, command-line,
+# report, config and tune tests run on small_cnn only: they test the pipeline around the model (about 75 s of worker
+# time).
 NETWORK_LANE_MODEL = "mobilenet_v3_small"
 MODEL_LANE = ["tests/test_model.py"]
-NETWORK_LANE = [*MODEL_LANE, "tests/test_export.py", "tests/test_features.py", "tests/test_speed_tricks.py",
-                "tests/test_train.py"]  # fmt: skip
+NETWORK_LANE = [*MODEL_LANE, *(f"tests/test_{name}.py" for name in ("export", "features", "speed_tricks", "train",
+                "checkpoint", "grad_clipping", "label_smoothing"))]  # fmt: skip
 
 
 @pytest.mark.slow

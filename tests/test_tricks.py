@@ -88,7 +88,8 @@ def files_testing(project: Path, about: set[str]) -> list[str]:
 @pytest.mark.parametrize("name", [name for name in COMBINATIONS if name not in ("all", "none")])
 def test_generated_tests_pass(name, cookies, forkserver, tmp_path):
     """Each trick and each tracker alone: the fast lane of its tests (files_testing). The whole generated suite runs in
-    the all-on render, its fast lane in the all-off and default renders and in one other model's (test_bake.py)."""
+    the all-on render, its fast lane in the all-off and default renders, and the files where the network matters in
+    another model's (test_bake.py)."""
     project = baked_project(cookies, **COMBINATIONS[name])
     files = files_testing(project, ABOUT[name])
     assert files, f"{name} adds and changes no test"
