@@ -798,9 +798,18 @@ def test_a_stop_signal_as_the_run_starts_stops_it_before_its_first_step_saying_s
     assert len(metrics_without_time(run)) == 2
 
 
+@pytest.fixture
+def python_ctrl_c():
+    """Python's own Ctrl-C handler (a KeyboardInterrupt) for the test, whatever this process inherited: a process
+    started in the background ignores SIGINT, and a Ctrl-C that a run passed on would then show nothing."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, inherited)
+
+
 @pytest.mark.parametrize("number", [signal.SIGUSR1, signal.SIGINT], ids=["SIGUSR1", "SIGINT"])
 def test_a_stop_signal_as_the_run_writes_its_final_files_lets_it_finish_them_and_says_so(
-    tmp_path, capsys, monkeypatch, number
+    tmp_path, capsys, monkeypatch, number, python_ctrl_c
 ):
     """The run has finished: it exits 0 (a Ctrl-C there is no KeyboardInterrupt after the fact either)."""
     run, handlers = tmp_path / "run", {number: signal.getsignal(number) for number in checkpoint.STOP_SIGNALS}
