@@ -52,12 +52,19 @@ def _file_facts(suffix: str, text: str) -> tuple | None:
     if suffix != ".py":
         return None
     tree = ast.parse(text)  # what else the compiler would refuse, ruff reports: every render is ruffed too
-    imports = tuple(
-        (node.level, node.module, tuple(alias.name for alias in node.names))
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom)
-    )
+    imports = tuple((node.level, node.module, tuple(a.name for a in node.names)) for node in _from_imports(tree))
     return imports, frozenset(_top_level_names(tree))
+
+
+def _from_imports(node: ast.AST):
+    """The `from ... import` statements in a tree, at any depth. Statements only hold statements in these fields, so
+    the walk skips every expression (ast.walk visits them all: 3 times as long)."""
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, ()):
+            if isinstance(child, ast.ImportFrom):
+                yield child
+            else:
+                yield from _from_imports(child)
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:

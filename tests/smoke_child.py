@@ -36,7 +36,7 @@ def _watch(package: str, checks: dict, seen: dict):
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
     train_module = importlib.import_module(f"{package}.train")
-    mixed, received = [], []
+    mixed, received, initial = [], [], {}
     seen |= {"losses": 0, "smoothed_losses": 0, "soft_targets": 0, "logits_dtypes": [], "step_norms": []}
     seen |= {"sync_bn_layers": 0, "epochs": []}
     _watch_updates(train_module, seen)
@@ -61,6 +61,8 @@ def _watch(package: str, checks: dict, seen: dict):
 
     def watched_model(*args):
         model = build_model(*args)
+        if checks["frozen"] or checks["ema"]:  # the run's initial weights, as its first command built them
+            initial.setdefault("state", {name: value.clone() for name, value in model.state_dict().items()})
         model.register_forward_pre_hook(lambda module, args: received.append(args[0]) if module.training else None)
         return model
 
@@ -79,7 +81,7 @@ def _watch(package: str, checks: dict, seen: dict):
             return mix_and_keep
 
         train_module.build_mix = watched_mix
-    return lambda: len(mixed) == len(received) > 0 and all(map(torch.equal, mixed, received))
+    return lambda: len(mixed) == len(received) > 0 and all(map(torch.equal, mixed, received)), initial
 
 
 def _watch_updates(train_module, seen: dict) -> None:
@@ -211,7 +213,7 @@ def run(src: str, package: str, commands: list[list[str]], report: str, checks: 
     cli = importlib.import_module(f"{package}.cli")
     _share_synthetic_images(package, Path(shared))
     seen = {"exit_codes": [], "checkpoint_epochs": []}
-    model_trained_on_mixed_inputs = _watch(package, checks, seen)
+    model_trained_on_mixed_inputs, built = _watch(package, checks, seen)
     for argv in commands:
         seen["exit_codes"].append(cli.main(argv))
         run_dir = Path(argv[argv.index("--output-dir") + 1])
@@ -219,14 +221,8 @@ def run(src: str, package: str, commands: list[list[str]], report: str, checks: 
             seen["checkpoint_epochs"].append(_read(run_dir / "last.pt")["epoch"])
     seen["mixed_inputs"] = model_trained_on_mixed_inputs()
     if (checks["frozen"] or checks["ema"]) and all(code == 0 for code in seen["exit_codes"]):
-        # The initial weights of the run, rebuilt from its seed, against the trained and the averaged ones.
-        models = importlib.import_module(f"{package}.models")
-        config = importlib.import_module(f"{package}.config")
-        runtime = importlib.import_module(f"{package}.runtime")
-        cfg = config.TrainConfig(**config.load_config_file(run_dir / "config.yaml"))
-        runtime.seed_everything(cfg.seed, cfg.deterministic)
-        classes = len((run_dir / "classes.txt").read_text(encoding="utf-8").splitlines())  # the run's own list
-        initial = models.build_model(cfg.model, classes, cfg.pretrained, cfg.init).state_dict()
+        # The initial weights of the run against the trained and the averaged ones it wrote.
+        initial = built["state"]
         trained = _read(run_dir / "model.pt")
         if checks["frozen"]:
             frozen = checks["frozen"] + "."
