@@ -1,6 +1,7 @@
-"""The combination matrix: every combination of the boolean prompts, with the choice and text answers
-spread over it by a seeded draw (a covering design: the tests assert every boolean value meets every
-choice value and every text variant), plus every combination the pre-generation hook must refuse.
+"""The combination matrix: every combination of the boolean prompts, with the choice and text answers spread over it
+(the tests assert every boolean value meets every choice value and every text variant), plus every combination the
+pre-generation hook must refuse. The precision, tracker, GPU ids and project name are drawn by a seeded generator; the
+model is the built-in one except on a covering design for each other model (_give_models).
 
 Every accepted combination is rendered, checked and smoke-trained.
 """
@@ -15,16 +16,14 @@ GPU_IDS = ["0", "", "1", "0,1", "0,1,2,3", "cpu"]
 PROJECT_NAMES = ["My Project", "Flower Classifier", "Vision Ünïcode", "x"]
 
 
-# The built-in model trains 74 % of the matrix: a torchvision model's smoke run costs 2-4 times as much. Each of those
-# still trains more than a sixteenth of it (65 to 68 today), meeting every trick at both values many times (test_matrix
-# checks every pairing, and the sixteenth); its own lane in test_bake runs the tests where the network matters.
-WEIGHTS = {"model": [8 if model == "small_cnn" else 1 for model in CHOICES["model"]]}
+BUILT_IN = CHOICES["model"][0]  # the template's own small network: any other model's smoke run costs 2-4 times as much
+TRIPLES = list(itertools.combinations(range(len(TRICKS)), 3))
 
 
 def _draw(rng: random.Random, tricks_on: dict) -> dict:
     answers = dict(tricks_on)
     for key, options in CHOICES.items():
-        answers[key] = rng.choices(options, WEIGHTS[key])[0] if key in WEIGHTS else rng.choice(options)
+        answers[key] = BUILT_IN if key == "model" else rng.choice(options)
     answers["project_name"] = rng.choice(PROJECT_NAMES)
     return answers
 
@@ -35,14 +34,48 @@ def _name(answers: dict) -> str:
     return "+".join(on) + "|" + "|".join(choices) + f"|gpus={answers['gpu_ids'] or 'empty'}"
 
 
+def cells(answers: dict) -> set[tuple]:
+    """What one combination trains a model with: the values of every three tricks together, each trick's value with
+    each tracker, and its cell of the GPU check (precision x DDP x checkpointing)."""
+    values = [answers[trick] for trick in TRICKS]
+    precision = answers["amp_precision"] if answers["use_amp"] else "fp32"
+    return (
+        {tuple((i, values[i]) for i in triple) for triple in TRIPLES}
+        | {(trick, answers[trick], answers["tracker"]) for trick in TRICKS}
+        | {(precision, answers["use_distributed"], answers["use_checkpointing"])}
+    )
+
+
+def _give_models(accepted: list[dict]) -> None:
+    """Every other model than the built-in one trains a covering design of the matrix: the fewest combinations (chosen
+    greedily, in the matrix's order) that between them train it with every cell (above) some accepted combination has;
+    the built-in model trains the rest. So each model meets every value of any three tricks together, not only each
+    trick at both values."""
+    trains = [cells(answers) for answers in accepted]
+    wanted = set().union(*trains)
+    for model in CHOICES["model"][1:]:
+        missing, free = set(wanted), [i for i, answers in enumerate(accepted) if answers["model"] == BUILT_IN]
+        while missing:
+            best = max(free, key=lambda i: len(trains[i] & missing))  # the first of the best
+            accepted[best]["model"] = model
+            missing -= trains[best]
+            free.remove(best)
+
+
 def combinations() -> tuple[dict[str, dict], dict[str, dict]]:
     """(accepted, rejected): answers by readable id, from every combination of the booleans. Deterministic."""
     rng = random.Random(2026)
-    accepted, rejected = {}, {}
+    drawn = []
     for values in itertools.product([False, True], repeat=len(TRICKS)):
         answers = _draw(rng, dict(zip(TRICKS, values, strict=True)))
         answers["gpu_ids"] = rng.choice(GPU_IDS)
-        (rejected if unmet(answers) else accepted)[_name(answers)] = answers
+        drawn.append(answers)
+    _give_models([answers for answers in drawn if not unmet(answers)])
+    for answers in drawn:
+        if unmet(answers):  # never trained: any model
+            answers["model"] = rng.choice(CHOICES["model"])
+    accepted = {_name(answers): answers for answers in drawn if not unmet(answers)}
+    rejected = {_name(answers): answers for answers in drawn if unmet(answers)}
     return accepted, rejected
 
 

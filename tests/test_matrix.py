@@ -230,7 +230,29 @@ def test_the_design_covers_every_boolean_against_every_choice_and_text_answer():
                 for option in options:
                     assert any(r[trick] == value and r[key] == option for r in rows), (trick, value, key, option)
     for key, options in CHOICES.items():
-        assert min(sum(r[key] == option for r in ACCEPTED.values()) for option in options) >= len(ACCEPTED) // 16
+        if key != "model":  # drawn evenly; the models: below
+            assert min(sum(r[key] == option for r in ACCEPTED.values()) for option in options) >= len(ACCEPTED) // 8
+
+
+def test_every_model_trains_every_value_of_any_three_tricks_together():
+    """Each model, not only the built-in one, trains with every combination of three tricks' values that an accepted
+    combination has, each trick at both values with every tracker, and every precision x DDP x checkpointing cell of
+    the GPU check."""
+    possible = {triple: {tuple(a[t] for t in triple) for a in ACCEPTED.values()} for triple in _triples()}
+    for model in CHOICES["model"]:
+        rows = [a for a in ACCEPTED.values() if a["model"] == model]
+        for triple in _triples():
+            missing = possible[triple] - {tuple(a[t] for t in triple) for a in rows}
+            assert not missing, (model, triple, missing)
+        for trick in TRICKS:
+            pairs = {(a[trick], a["tracker"]) for a in rows}
+            assert pairs == set(itertools.product([False, True], CHOICES["tracker"])), (model, trick)
+        cells = {(precision_of(a), a["use_distributed"], a["use_checkpointing"]) for a in rows}
+        assert cells == set(itertools.product(["fp32", *CHOICES["amp_precision"]], [False, True], [False, True]))
+
+
+def _triples():
+    return itertools.combinations(TRICKS, 3)
 
 
 def test_every_accepted_combination_is_smoke_trained_not_a_sample():
