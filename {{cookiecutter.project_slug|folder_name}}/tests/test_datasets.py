@@ -153,15 +153,18 @@ def test_a_script_that_builds_loaders_outside_train_exits_when_it_ends(tmp_path)
     daemon children, so the process must stop them itself or wait for them forever."""
     package = Path({{ cookiecutter.package_name }}.__file__).parent.parent
     env = {**os.environ, "PYTHONPATH": str(package), "OMP_NUM_THREADS": "1"}
-    script = [sys.executable, "-c", LIBRARY_USE]
-    with subprocess.Popen(script, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+    script, errors = [sys.executable, "-c", LIBRARY_USE], tmp_path / "stderr.txt"
+    with (
+        errors.open("w") as stderr,
+        subprocess.Popen(script, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True) as process,
+    ):
         said = process.stdout.readline()  # the batch is read: what is left is Python's exit
         try:  # the bound only turns a hang into a failure: stopping the workers takes well under a second
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
-            pytest.fail(f"the script read its batch ({said!r}) but never exited")
-        assert process.returncode == 0 and said == "read a batch\n", process.stderr.read()
+            pytest.fail(f"the script read its batch ({said!r}) but never exited: {errors.read_text()[-2000:]}")
+    assert process.returncode == 0 and said == "read a batch\n", errors.read_text()[-3000:]  # a file: never a full pipe
 
 
 def test_evaluate_and_train_with_split_reuse_a_runs_split(photos, tiny_config, tmp_path):
