@@ -5,8 +5,10 @@ import multiprocessing.util
 import os
 import runpy
 import shutil
+import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import jinja2
@@ -114,8 +116,10 @@ def scratch(tmp_path):
 def quick_renders(monkeypatch):
     """Renders as cookiecutter makes them, minus two costs that do not depend on the answers (the matrix's 768 renders):
     the hooks run in this process instead of a new interpreter each (40 ms a render: they use the standard library
-    only, run as __main__ in their folder, and a non-zero exit fails the render as in cookiecutter's own runner), and
-    whether a template file is binary is read once per file, not once per render."""
+    only and run as __main__ in their folder; a non-zero exit or an exception fails the render as cookiecutter's own
+    runner fails it, with what the hook said on stderr), and whether a template file is binary is read once per file,
+    not once per render. For renders that must succeed: every other render, refusals included, runs the hooks as
+    users do."""
     import cookiecutter.generate
     import cookiecutter.hooks
 
@@ -126,7 +130,11 @@ def quick_renders(monkeypatch):
             runpy.run_path(script_path, run_name="__main__")
         except SystemExit as stop:
             if stop.code not in (None, 0):
+                print(stop.code, file=sys.stderr)
                 raise FailedHookException(f"Hook script failed (exit status: {stop.code})") from None
+        except Exception as exc:
+            traceback.print_exc()
+            raise FailedHookException(f"Hook script failed ({exc!r})") from None
         finally:
             os.chdir(here)
 
@@ -134,8 +142,12 @@ def quick_renders(monkeypatch):
     monkeypatch.setattr(cookiecutter.generate, "is_binary", _template_file_is_binary)
 
 
-@functools.cache
 def _template_file_is_binary(path: str) -> bool:
+    return _is_binary(os.path.abspath(path))  # cookiecutter passes it relative to the template's folder
+
+
+@functools.cache
+def _is_binary(path: str) -> bool:
     return is_binary(path)
 
 

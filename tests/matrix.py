@@ -38,12 +38,16 @@ def cells(answers: dict) -> set[tuple]:
     """What one combination trains a model with: the values of every three tricks together, each trick's value with
     each tracker, and its cell of the GPU check (precision x DDP x checkpointing)."""
     values = [answers[trick] for trick in TRICKS]
-    precision = answers["amp_precision"] if answers["use_amp"] else "fp32"
     return (
         {tuple((i, values[i]) for i in triple) for triple in TRIPLES}
         | {(trick, answers[trick], answers["tracker"]) for trick in TRICKS}
-        | {(precision, answers["use_distributed"], answers["use_checkpointing"])}
+        | {(precision_of(answers), answers["use_distributed"], answers["use_checkpointing"])}
     )
+
+
+def precision_of(answers: dict) -> str:
+    """The precision a render trains in on CUDA: its prompted one with mixed precision, else fp32."""
+    return answers["amp_precision"] if answers["use_amp"] else "fp32"
 
 
 def _give_models(accepted: list[dict]) -> None:
@@ -57,6 +61,7 @@ def _give_models(accepted: list[dict]) -> None:
         missing, free = set(wanted), [i for i, answers in enumerate(accepted) if answers["model"] == BUILT_IN]
         while missing:
             best = max(free, key=lambda i: len(trains[i] & missing))  # the first of the best
+            assert trains[best] & missing, f"{model}: only combinations given to other models train {missing}"
             accepted[best]["model"] = model
             missing -= trains[best]
             free.remove(best)
@@ -82,7 +87,7 @@ def combinations() -> tuple[dict[str, dict], dict[str, dict]]:
 ACCEPTED, REJECTED = combinations()
 
 
-# Every model with every trick on and with every trick off, on top of the drawn models of the matrix; the trackers in
+# Every model with every trick on and with every trick off, on top of the models the matrix gives out; the trackers in
 # turn, so that each one logs an all-on and an all-off run.
 EXTREMES = {
     f"{model}-{'all-on' if on else 'all-off'}-{tracker}": (model, on, tracker)

@@ -61,8 +61,8 @@ def _watch(package: str, checks: dict, seen: dict):
 
     def watched_model(*args):
         model = build_model(*args)
-        if checks["frozen"] or checks["ema"]:  # the run's initial weights, as its first command built them
-            initial.setdefault("state", {name: value.clone() for name, value in model.state_dict().items()})
+        if (checks["frozen"] or checks["ema"]) and "state" not in initial:  # as the run's first command built them
+            initial["state"] = {name: value.clone() for name, value in model.state_dict().items()}
         model.register_forward_pre_hook(lambda module, args: received.append(args[0]) if module.training else None)
         return model
 

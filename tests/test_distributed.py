@@ -32,14 +32,14 @@ from {package}.distributed import teardown
 train.build_model = lambda name, classes, *rest: nn.Sequential(
     nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)
 )
-out = sys.argv[1]
+out, kept = sys.argv[1:]
 building = train.build_model
 
 # Into a folder of its own: a file written into the run's folder as rank 1 builds its model can reach it
 # before rank 0 checks that the folder holds no foreign files, and rank 0 then refuses the run
 def keep_initial(*args):
     model = building(*args)
-    torch.save(model.state_dict(), os.path.join(os.path.dirname(out), "initial", f"{{os.environ['RANK']}}.pt"))
+    torch.save(model.state_dict(), f"{{kept}}/initial{{os.environ['RANK']}}.pt")
     return model
 
 train.build_model = keep_initial
@@ -114,15 +114,16 @@ def equivalence_runs(project, tmp_path_factory) -> dict[int, Path]:
         job = tmp_path_factory.mktemp(f"world{workers}")
         (job / "initial").mkdir()
         runs[workers] = job / "run"
-        torchrun(project, workers, str(script), str(runs[workers]))
+        torchrun(project, workers, str(script), str(runs[workers]), str(job / "initial"))
     return runs
 
 
 def test_parameters_are_identical_across_ranks_and_moved(equivalence_runs):
     rank0, rank1 = (torch.load(equivalence_runs[2] / f"rank{r}.pt", weights_only=True) for r in (0, 1))
     assert all(torch.equal(rank0[key], rank1[key]) for key in rank0)
-    initial = torch.load(equivalence_runs[2].parent / "initial" / "0.pt", weights_only=True)
-    assert all(not torch.equal(rank0[key], initial[key]) for key in rank0)  # equal because trained alike
+    initial = [torch.load(equivalence_runs[2].parent / "initial" / f"initial{r}.pt", weights_only=True) for r in (0, 1)]
+    assert all(torch.equal(initial[0][key], initial[1][key]) for key in rank0)  # the same start on every rank
+    assert all(not torch.equal(rank0[key], initial[0][key]) for key in rank0)  # equal because trained alike
 
 
 def test_two_processes_match_one_process_with_the_whole_batch(equivalence_runs):
