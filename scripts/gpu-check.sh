@@ -236,8 +236,7 @@ PYTHON
     # the default one with AMP (the GPU table's setting: bf16).
     local renders=$root/build/gpu-renders on
     rm -rf "$renders" && mkdir -p "$renders/all-on" "$renders/default" "$renders/default-amp"
-    on="use_amp=True use_distributed=True use_sync_bn=True use_freezing=True use_layerwise_lr=True use_mixup=True"
-    on="$on use_label_smoothing=True use_grad_clipping=True use_checkpointing=True tracker=mlflow use_ema=True"
+    on=$("$PY" scripts/named_answers.py all-on) || fail "the all-on answers (scripts/named_answers.py)"
     render() {  # FOLDER ANSWERS...
         local out=$1
         shift

@@ -93,7 +93,7 @@ done
 "$PYTHON" -c 'import importlib.metadata as m; v = m.version("mutmut"); assert v == "3.8.1", v' \
     || { echo "needs mutmut==3.8.1 in $PYTHON's environment: $PYTHON -m pip install mutmut==3.8.1" >&2; exit 2; }
 
-local WORK RENDER
+local WORK RENDER ALL_ON
 WORK=${MUTATION_AUDIT_DIR:-$(mktemp -d -t mutation-audit.XXXXXX)}
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
@@ -101,9 +101,9 @@ echo "work folder: $WORK"
 
 # 1. The all-on render (fresh every time: results must belong to the template as it is now).
 rm -rf "$WORK/render" "$WORK"/mod-* "$WORK/seconds.txt" "$WORK/sample.txt"
-"$PYTHON" -m cookiecutter --no-input -o "$WORK/render" "$ROOT" project_name=$PACKAGE \
-    use_amp=yes use_distributed=yes use_freezing=yes use_layerwise_lr=yes use_mixup=yes \
-    tracker=mlflow use_ema=yes use_sync_bn=yes
+ALL_ON=$("$PYTHON" "$ROOT/scripts/named_answers.py" all-on)  # every trick in the registry (set -e stops a failure)
+# shellcheck disable=SC2086  # the answers are words
+"$PYTHON" -m cookiecutter --no-input -o "$WORK/render" "$ROOT" project_name=$PACKAGE $ALL_ON
 RENDER="$WORK/render/$PACKAGE"
 
 # 2. --sample: draw the mutants up front, from the same generator mutmut uses.
