@@ -1,12 +1,14 @@
 """scripts/gpu-check.sh on a machine without a GPU: the summary's reading of pytest's JUnit results (--self-test),
 and the plan and CPU benchmark of --dry-run. What only a GPU can show runs when the check is lent one."""
 
+import json
 import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from tricks import TRICKS
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parents[1]
@@ -55,3 +57,6 @@ def test_the_dry_run_plans_a_two_gpu_job_and_limits_above_the_smoke_and_benchmar
     row = next(line for line in lines if line.startswith("benchmark small_cnn at 32 px (bf16 autocast and channels"))
     assert re.search(r"bare \d+ img/s, generated \d+ img/s, generated/bare \d+\.\d{3}$", row), row
     assert lines[-1].startswith("result: OK")
+    rendered = ROOT / "build" / "gpu-renders" / "all-on" / "my-project" / ".cookiecutter.json"
+    answers = json.loads(rendered.read_text())["cookiecutter"]
+    assert [trick for trick in TRICKS if answers[trick] is not True] == []  # every trick of the registry checked

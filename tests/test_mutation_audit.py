@@ -3,12 +3,14 @@ modules, each run against that module's generated tests, must mostly be killed. 
 scripts/mutation-audit.sh without --sample (about 40 minutes on one core); its last figures are in
 benchmarks/mutation.md."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 from render import ROOT
+from tricks import TRICKS
 
 pytestmark = pytest.mark.slow
 MODULES = ["metrics", "layouts", "config", "optim", "files"]  # the cheapest of the deterministic modules to test
@@ -25,3 +27,5 @@ def test_a_sample_of_mutmut_mutants_is_killed_by_the_generated_tests(tmp_path):
     table = (tmp_path / "table.md").read_text() if (tmp_path / "table.md").exists() else "no table"
     print(f"mutation audit sample ({SAMPLE} mutants of {', '.join(MODULES)}):\n{table}")
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    answers = json.loads((tmp_path / "render" / "allon" / ".cookiecutter.json").read_text())["cookiecutter"]
+    assert [trick for trick in TRICKS if answers[trick] is not True] == []  # every trick of the registry audited
