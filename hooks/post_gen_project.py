@@ -1,4 +1,4 @@
-"""Remove the files of features that are off; then say what to type next.
+"""Remove the files of features that are off, map the modules left in the README; then say what to type next.
 
 Standard library only. A file that belongs to one feature sits wholly inside that feature's Jinja `if` block, so it
 renders empty when the feature is off: each of the template's files that rendered to nothing is removed (files that
@@ -6,6 +6,7 @@ were here before, on a render over an existing project, are left alone). The tem
 files (tests/tricks.py) and check that each exists exactly when its feature is on.
 """
 
+import ast
 import json
 import os
 import re
@@ -54,6 +55,20 @@ def template_files() -> list[Path]:
     ]
 
 
+CODE_MAP = "<!-- code map -->"
+
+
+def write_code_map(package: Path, readme: Path) -> None:
+    """The README's map of the package's modules, from the modules this render kept: each with the first sentence
+    of its docstring."""
+    rows = ["| module | what it does |", "|---|---|"]
+    for module in sorted(path for path in package.glob("*.py") if not path.name.startswith("_")):
+        docstring = " ".join((ast.get_docstring(ast.parse(module.read_text(encoding="utf-8"))) or "").split())
+        first_sentence = docstring.split(". ")[0].removesuffix(".").replace("|", "\\|")  # a bare | would end the cell
+        rows.append(f"| `{module.name}` | {first_sentence} |")
+    readme.write_text(readme.read_text(encoding="utf-8").replace(CODE_MAP, "\n".join(rows)), encoding="utf-8")
+
+
 def main() -> None:
     package = Path("src", CTX["package_name"])
     write_answers(package)
@@ -65,6 +80,7 @@ def main() -> None:
     for folder in sorted({parent for path in files for parent in path.parents if parent.parts}, reverse=True):
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
+    write_code_map(package, Path("README.md"))
     print(next_steps())
     if CTX["use_amp"] and CTX["gpu_ids"].strip().lower() in ("cpu", "none"):
         print("Note: a CPU without bf16 instructions (AVX2 and older) trains in fp32, saying so: bf16 is ~8x slower.")

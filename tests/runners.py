@@ -33,12 +33,15 @@ def own_pytest_run() -> list[str]:
     return ["-p", "no:cacheprovider", "--basetemp", tempfile.mkdtemp(prefix="suite-"), "--timeout", "300"]
 
 
-def pytest_in_fork(forkserver, project: Path, args: list[str], log: Path, timeout: float) -> tuple[int | None, str]:
+def pytest_in_fork(
+    forkserver, project: Path, args: list[str], log: Path, timeout: float, without_fcntl: bool = False
+) -> tuple[int | None, str]:
     """`python -m pytest args` in a render, in a child of the fork server (torch already imported: seconds saved per
-    suite): its exit code (None when it ran past `timeout` seconds and was killed) and its last 40 lines of output."""
+    suite): its exit code (None when it ran past `timeout` seconds and was killed) and its last 40 lines of output.
+    `without_fcntl`: as on a system without fcntl (Windows), for the suite and the processes it starts."""
     import smoke_child  # the fork server has imported it
 
-    child = forkserver.Process(target=smoke_child.pytest_in, args=(str(project), args, str(log)))
+    child = forkserver.Process(target=smoke_child.pytest_in, args=(str(project), args, str(log), without_fcntl))
     child.start()
     try:
         child.join(timeout)

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -295,11 +296,23 @@ def make_mlflow_store(db: str) -> None:
     mlflow.MlflowClient(f"sqlite:///{db}").search_experiments()
 
 
-def pytest_in(project: str, args: list[str], log: str) -> None:
+def _block_fcntl() -> None:
+    """Every later `import fcntl` fails, here and (through a sitecustomize on PYTHONPATH) in subprocesses; filelock,
+    which may have found it as the fork server started, is imported anew."""
+    sys.modules["fcntl"] = None
+    for name in [name for name in sys.modules if name.split(".")[0] == "filelock"]:
+        del sys.modules[name]
+    shim = tempfile.mkdtemp(prefix="no-fcntl-")
+    Path(shim, "sitecustomize.py").write_text('import sys\n\nsys.modules["fcntl"] = None\n')
+    os.environ["PYTHONPATH"] = os.pathsep.join([shim, os.environ["PYTHONPATH"]])
+
+
+def pytest_in(project: str, args: list[str], log: str, without_fcntl: bool = False) -> None:
     """`python -m pytest args` in a render's folder, as `run_in` would start it, minus the ~6 s of importing torch
     in a fresh interpreter: the output goes to `log`, pytest's exit code is this process's (70 when the set-up here
     failed, never 1: exit 1 means tests ran and failed). In a session of its own, so that whoever started it can end
-    it and every process its tests started at once."""
+    it and every process its tests started at once. `without_fcntl`: as on a system that has no fcntl (Windows),
+    here and in the processes the tests start with this environment."""
     try:
         os.setsid()
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -311,6 +324,8 @@ def pytest_in(project: str, args: list[str], log: str) -> None:
         src = str(Path(project) / "src")
         sys.path.insert(0, src)
         os.environ["PYTHONPATH"] = src  # what the tests start in subprocesses imports the render too
+        if without_fcntl:
+            _block_fcntl()
         # A forkserver's children inherit its start method; DataLoader workers started that way cost seconds each.
         multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)  # the platform's own
         import pytest

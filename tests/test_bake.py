@@ -43,14 +43,15 @@ def test_readme_says_what_an_epoch_of_the_chosen_model_costs(model_project):
 
 
 SUITE_TIMEOUT = 1500  # a generated suite's lane beside the other worker
-# name: (the render, its tests). All-on holds every generated test there is: both its lanes run, the slow one (real
-# subprocesses, signals and worker processes) in the lane of multi-process tests; all-off and the defaults (what most
-# users render) run their fast lane.
+# name: (the render, its tests, without fcntl). All-on holds every generated test there is: both its lanes run, the
+# slow one (real subprocesses, signals and worker processes) in the lane of multi-process tests; all-off and the
+# defaults (what most users render) run their fast lane, the defaults' as on a system without fcntl (Windows): the
+# folder locks through filelock's fallback, the others' through flock.
 SUITES = {
-    "all-on": ("all-on", "not slow"),
-    "all-on-slow": ("all-on", "slow"),
-    "defaults": ("defaults", "not slow"),
-    "all-off": ("all-off", "not slow"),
+    "all-on": ("all-on", "not slow", False),
+    "all-on-slow": ("all-on", "slow", False),
+    "defaults-without-fcntl": ("defaults", "not slow", True),
+    "all-off": ("all-off", "not slow", False),
 }
 
 
@@ -61,11 +62,10 @@ SUITES = {
 )
 def test_named_render_passes_its_own_suite(name, cookies, forkserver, tmp_path):
     """Each named render's suite, run once, in the render (test_install.py installs them)."""
-    render, lane = SUITES[name]
+    render, lane, without_fcntl = SUITES[name]
     args = ["-q", *own_pytest_run(), "-m", lane]
-    code, summary = pytest_in_fork(
-        forkserver, baked_project(cookies, **NAMED[render]), args, tmp_path / "log", SUITE_TIMEOUT
-    )
+    project = baked_project(cookies, **NAMED[render])
+    code, summary = pytest_in_fork(forkserver, project, args, tmp_path / "log", SUITE_TIMEOUT, without_fcntl)
     assert code == 0, f"{name}: exit {code} (None: ran past {SUITE_TIMEOUT} s)\n{summary}"
 
 

@@ -409,8 +409,8 @@ MUTATIONS = {
     ),
     "a second run into a folder in use": (
         "run_folder.py",
-        "            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)",
-        "            pass",
+        "        if lock is None:\n            raise OutputError(BUSY.format(self.path))\n",
+        "",
         "tests/test_run_folder.py::test_a_second_run_into_a_folder_in_use_stops_with_one_line",
     ),
     "--overwrite keeps the old run's files": (
@@ -1019,10 +1019,28 @@ MUTATIONS = {
         "may_change = RESUME_MAY_CHANGE",
         "tests/test_checkpoint.py::test_a_mid_epoch_checkpoint_resumes_only_onto_the_same_epoch_and_in_one_line",
     ),
-    "a process forked during a run keeps its folder locked after it": (
+    "--device auto finds CUDA only": (
+        "runtime.py",
+        "found = torch.accelerator.current_accelerator(check_available=True)",
+        'found = torch.device("cuda") if torch.cuda.is_available() else None',
+        "tests/test_cli.py::test_auto_trains_on_the_accelerator_torch_finds_and_one_named_but_missing_is_one_line",
+    ),
+    "a checkpoint keeps the random state of CUDA only": (
+        "checkpoint.py",
+        "state[accelerator.type] = torch.get_device_module(accelerator).get_rng_state()",
+        'state["cuda"] = torch.cuda.get_rng_state()',
+        "tests/test_checkpoint.py::test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only",
+    ),
+    "the package needs fcntl, which Windows lacks": (
         "files.py",
-        "    fcntl.flock(descriptor, fcntl.LOCK_UN)\n",
-        "",
+        "import contextlib\n",
+        "import contextlib\nimport fcntl  # noqa: F401\n",
+        "tests/test_run_folder.py::test_every_module_imports_and_a_run_guards_its_folder_without_fcntl_or_the_other_posix_calls",
+    ),
+    "a run's folder left held after the run": (
+        "files.py",
+        "    lock.release(force=True)\n",
+        "    _KEPT.append(lock)\n\n\n_KEPT = []\n",
         "tests/test_run_folder.py::test_a_process_forked_during_a_run_does_not_keep_its_folder_locked_after_it",
     ),
     "model.pt written before the plots": (

@@ -141,7 +141,7 @@ def test_no_generated_test_file_runs_twice_on_the_same_code(cookies_session):
     tracker alone here), no generated test file runs twice with the same text on the same modules (checks.code_run_by):
     a lane added to these tables that only repeats another's work fails here. The digest is strict: the generated
     conftest imports train, which imports nearly every module, so two files differ wherever their renders do."""
-    runs = {f"{render} render": (NAMED[render], None) for render, _ in SUITES.values()}  # its lanes split its tests
+    runs = {f"{render} render": (NAMED[render], None) for render, *_ in SUITES.values()}  # its lanes split its tests
     runs |= {f"{model} render": ({"model": model}, NETWORK_LANE if model == NETWORK_LANE_MODEL else MODEL_LANE)
              for model in CHOICES["model"][1:]}  # fmt: skip
     runs |= {f"{name} alone": (COMBINATIONS[name], name) for name in COMBINATIONS if name not in ("all", "none")}

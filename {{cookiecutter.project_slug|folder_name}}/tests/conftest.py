@@ -11,6 +11,7 @@ from PIL import Image
 
 from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.files import LOCK_FILE
 
 {# Each optional trick that changes the training step or the loss adds the value that switches it off. #}
 {% set neutral %}
@@ -46,6 +47,12 @@ PLAIN_STEP = {"scaler": torch.amp.GradScaler("cpu", enabled=False)}
 {% else %}
 PLAIN_STEP: dict = {}  # train_one_epoch's keyword arguments for plain steps: none in this render
 {% endif %}
+
+
+def listing(folder: Path) -> list[str]:
+    """The names in `folder`, sorted, less its lock file: filelock keeps that where the system locks files (the next
+    command shares it) and removes it where it falls back to the file's presence."""
+    return sorted(path.name for path in Path(folder).iterdir() if path.name != LOCK_FILE)
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 {% if cookiecutter.use_checkpointing %}
 import contextlib
 import csv
-import fcntl
 import itertools
 import os
 import shlex
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from filelock import FileLock
 
 from {{ cookiecutter.package_name }} import checkpoint, files
 from {{ cookiecutter.package_name }} import train as train_module
@@ -581,12 +581,8 @@ def test_an_unfinished_run_is_named_so_and_one_that_a_live_run_holds_is_refused_
     (run / "model.pt").unlink()  # as if still training, or killed before its end
     weights = ["--weights", str(run / "model.pt"), "--device", "cpu"]
     refused(["evaluate", *weights], capsys, 4, "holds an unfinished run (no model.pt yet); pass its last.pt, or finish")
-    descriptor = os.open(run, os.O_RDONLY)
-    fcntl.flock(descriptor, fcntl.LOCK_EX)  # as that run holds it, in another process
-    try:
+    with FileLock(run / ".lock"):  # as that run holds it, in another process
         refused([*SMOKE, "--output-dir", str(run)], capsys, 5, "another training run is writing into")
-    finally:
-        os.close(descriptor)
     refused([*SMOKE, "--output-dir", str(run)], capsys, 5, "holds an unfinished run; pass --resume auto")
 
 
@@ -1008,18 +1004,21 @@ def test_a_second_signal_stops_at_once(tmp_path):
     assert job.returncode == 128 + signal.SIGTERM and "stopped by" not in err, err
 
 
-def test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only(monkeypatch):
-    """One state for the GPU in use, not one per visible GPU: resuming where fewer GPUs are visible still works."""
-    restored = []
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # a GPU run
-    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": torch.tensor([7], dtype=torch.uint8))
-    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: pytest.fail("saved every visible GPU's state"))
-    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device="cuda": restored.append(state))
-    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: pytest.fail("restored several GPUs' states"))
+@pytest.mark.parametrize("kind", ["cuda", "xpu"])
+def test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only(monkeypatch, kind):
+    """One state for the GPU in use, not one per visible GPU: resuming where fewer GPUs are visible still works. Faked:
+    torch answers as on a machine with a `kind` GPU that this run has started."""
+    restored, gpu = [], getattr(torch, kind)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda check_available=False: torch.device(kind))
+    monkeypatch.setattr(gpu, "is_initialized", lambda: True)  # a GPU run
+    monkeypatch.setattr(gpu, "get_rng_state", lambda device=kind: torch.tensor([7], dtype=torch.uint8))
+    monkeypatch.setattr(gpu, "get_rng_state_all", lambda: pytest.fail("saved every visible GPU's state"))
+    monkeypatch.setattr(gpu, "set_rng_state", lambda state, device=kind: restored.append(state))
+    monkeypatch.setattr(gpu, "set_rng_state_all", lambda states: pytest.fail("restored several GPUs' states"))
     generator = torch.Generator()
     state = checkpoint.rng_state(generator)
     checkpoint.restore_rng(state, generator)
-    assert torch.equal(state["cuda"], torch.tensor([7], dtype=torch.uint8)) and restored == [state["cuda"]]
+    assert torch.equal(state[kind], torch.tensor([7], dtype=torch.uint8)) and restored == [state[kind]]
 
 
 def test_a_cpu_run_keeps_no_gpu_random_state():

@@ -1,6 +1,8 @@
+import ast
 import csv
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +14,9 @@ from PIL import Image
 from {{ cookiecutter.package_name }} import cli, runtime
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.errors import DeviceError
 
-no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without CUDA")
+no_accelerator = pytest.mark.skipif(torch.accelerator.is_available(), reason="checks a machine without an accelerator")
 SMOKE = ["--epochs", "1", "--batch-size", "4", "--device", "cpu", "--num-workers", "0"]
 
 
@@ -46,15 +49,49 @@ def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsy
     assert float(written["probability_1"]) == pytest.approx(float(probability), abs=1e-4)
 
 
-@no_cuda
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+NO_ACCELERATOR = "no GPU or other accelerator is available: running on the CPU."
+
+
+@no_accelerator
 def test_auto_device_falls_back_to_cpu_with_one_line_unless_the_cpu_was_chosen(tiny_config, capsys):
     args = ["train", "--max-steps-per-epoch", "1", "--output-dir", tiny_config.output_dir, *SMOKE[:4]]
     assert main([*args, "--gpus", "0"]) == 0
     captured = capsys.readouterr()  # a notice: on stderr, so that stdout carries results only
-    assert captured.err.count("CUDA is not available: running on the CPU.") == 1 and "CUDA" not in captured.out
+    assert captured.err.count(NO_ACCELERATOR) == 1 and "accelerator" not in captured.out
     assert main([*args, "--gpus", "cpu", "--overwrite"]) == 0
-    assert "CUDA is not available" not in capsys.readouterr().err  # the CPU was chosen: no news
+    assert NO_ACCELERATOR not in capsys.readouterr().err  # the CPU was chosen: no news
+
+
+@pytest.mark.parametrize("kind", ["cuda", "mps", "xpu"])
+def test_auto_trains_on_the_accelerator_torch_finds_and_one_named_but_missing_is_one_line(monkeypatch, kind):
+    """Faked: torch.accelerator answers as on a machine with a `kind` device (an NVIDIA GPU, a Mac, an Intel GPU)."""
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda check_available=False: torch.device(kind))
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: 1)
+    assert runtime.resolve_device("auto", "0") == runtime.resolve_device(kind, "0") == torch.device(kind, 0)
+    assert runtime.resolve_device("auto", "cpu") == runtime.resolve_device("cpu", "0") == torch.device("cpu")
+    for other in {"mps", "xpu"} - {kind}:
+        with pytest.raises(DeviceError, match=f"^--device {other} was asked for but this machine has none; pass --"):
+            runtime.resolve_device(other, "0")
+
+
+@no_accelerator
+@pytest.mark.parametrize("kind", ["cuda", "mps", "xpu"])
+def test_a_device_this_machine_lacks_is_one_line(kind, tiny_config, capsys):
+    args = ["train", "--max-steps-per-epoch", "1", "--output-dir", tiny_config.output_dir, *SMOKE[:4]]
+    assert main([*args, "--device", kind, "--gpus", "0"]) == DeviceError.exit_code
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --device {kind} was asked for but") and len(err.splitlines()) == 1, err
+    assert not Path(tiny_config.output_dir).exists()  # refused before anything was written
+
+
+def test_the_readmes_code_map_has_a_row_for_each_module_from_its_docstring():
+    package = Path(cli.__file__).parent
+    rows = re.findall(r"^\| `(\w+\.py)` \| (.+) \|$", (package.parents[1] / "README.md").read_text(), re.MULTILINE)
+    modules = sorted(path.name for path in package.glob("*.py") if not path.name.startswith("_"))
+    assert [name for name, _ in rows] == modules
+    for name, what in rows:
+        docstring = " ".join((ast.get_docstring(ast.parse((package / name).read_text())) or "").split())
+        assert what and docstring.startswith(what.replace("\\|", "|")), name
 
 
 def test_help_answers_without_importing_torch():

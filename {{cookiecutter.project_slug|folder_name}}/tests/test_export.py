@@ -2,7 +2,6 @@
 preprocessing a consumer needs, and predicts as the weights do."""
 
 import csv
-import fcntl
 import hashlib
 import json
 import math
@@ -16,6 +15,8 @@ from pathlib import Path
 import onnx
 import pytest
 import torch
+from conftest import listing
+from filelock import FileLock
 from PIL import Image
 
 {% if cookiecutter.use_checkpointing %}
@@ -161,7 +162,7 @@ def test_an_export_off_in_one_logit_or_with_two_classes_swapped_is_refused(
     args = ["--format", "exported-program", "--output", str(out)]
     assert main(["export", "--weights", str(small_cnn_weights), *args]) == 4
     assert "error: the exported-program file's logits differ from PyTorch's by up to" in capsys.readouterr().err
-    assert list(tmp_path.iterdir()) == []
+    assert listing(tmp_path) == []
 
 
 def test_an_export_of_data_resized_larger_than_its_crop_predicts_as_its_weights(image_folder, tmp_path):
@@ -253,7 +254,7 @@ def test_an_export_that_differs_from_pytorch_is_refused_and_nothing_is_written(
     assert main(["export", "--weights", str(small_cnn_weights), "--format", "onnx", "--output", str(out)]) == 4
     err = capsys.readouterr().err
     assert "error: the onnx file's logits differ from PyTorch's by up to 2.00e-03, more than --tolerance 0.001" in err
-    assert list(tmp_path.iterdir()) == []  # neither the file, nor its sidecar, nor a temporary file
+    assert listing(tmp_path) == []  # neither the file, nor its sidecar, nor a temporary file
 
 
 def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_path, capsys, monkeypatch):
@@ -299,13 +300,11 @@ def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_
         (["export", "--weights", weights, "--format", "onnx"], "is in use by a training run or another export"),
         (["evaluate", "--weights", str(beside), "--device", "cpu"], "is an exported file, not weights; run it with"),
     ]  # fmt: skip
-    held = os.open(small_cnn_weights.parent, os.O_RDONLY)  # as a run training into that folder holds it
-    fcntl.flock(held, fcntl.LOCK_EX)
-    for args, message in cases:
-        assert main(args) != 0, args
-        err = capsys.readouterr().err
-        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (args, err)
-    os.close(held)
+    with FileLock(small_cnn_weights.parent / ".lock"):  # as a run training into that folder holds it
+        for args, message in cases:
+            assert main(args) != 0, args
+            err = capsys.readouterr().err
+            assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (args, err)
     assert (tmp_path / "notes.onnx").read_text() == "mine"
     assert not Path("predictions.csv").exists()  # none of them predicted
 
@@ -337,7 +336,7 @@ def test_an_onnx_file_over_2_gb_ships_with_its_weights_file_and_kills_leave_noth
     (ship / ".model.onnx.json.k1ll.tmp").write_text("{")
     monkeypatch.setattr(_onnx_program, "_LARGE_MODEL_THRESHOLD", 0)  # every model counts as large
     out = export_model(str(small_cnn_weights), "onnx", str(ship / "model.onnx"))
-    assert sorted(path.name for path in ship.iterdir()) == ["model.onnx", "model.onnx.data", "model.onnx.json"]
+    assert listing(ship) == ["model.onnx", "model.onnx.data", "model.onnx.json"]
     copy = tmp_path / "copy"
     copy.mkdir()
     for path in ship.iterdir():
@@ -346,7 +345,7 @@ def test_an_onnx_file_over_2_gb_ships_with_its_weights_file_and_kills_leave_noth
     torch.testing.assert_close(load_exported(copy / "model.onnx", "onnx")(images), load_exported(out, "onnx")(images))
     monkeypatch.undo()  # small again: the weights inside the file, the old weights file gone
     export_model(str(small_cnn_weights), "onnx", str(ship / "model.onnx"))
-    assert sorted(path.name for path in ship.iterdir()) == ["model.onnx", "model.onnx.json"]
+    assert listing(ship) == ["model.onnx", "model.onnx.json"]
 
 
 def test_a_timm_vit_predicts_from_each_exported_format(tiny_config, tmp_path):

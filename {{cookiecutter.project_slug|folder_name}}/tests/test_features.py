@@ -1,5 +1,4 @@
 import os
-import resource
 import subprocess
 import sys
 from dataclasses import replace
@@ -78,6 +77,7 @@ def test_a_full_disk_while_saving_features_is_one_line_and_leaves_no_file(tiny_c
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src"), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "features", "--device", "cpu"]
     command += ["--layer", "fc", "--weights", str(tmp_path / "run" / "model.pt"), "--output", str(tmp_path / "f.npy")]
+    resource = pytest.importorskip("resource")  # POSIX only, as is the file-size limit
     limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))  # noqa: E731
     done = subprocess.run(command, env=env, preexec_fn=limit, capture_output=True, text=True)
     assert done.returncode == 5, done.stdout + done.stderr

@@ -3,7 +3,6 @@ killed writes; and every command says in one line when it cannot write, instead 
 
 import multiprocessing
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -11,9 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import listing
 from PIL import Image
 
 from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.files import LOCK_FILE
 from {{ cookiecutter.package_name }}.inference import default_evaluation_dir
 from {{ cookiecutter.package_name }}.run_folder import RunFolder, releasing_run_folders
 
@@ -33,7 +34,7 @@ def test_a_second_run_into_a_folder_in_use_stops_with_one_line(tmp_path, capsys)
     busy.claim()  # as a run in another process holds it
     assert main(["train", *SMOKE, "--output-dir", str(tmp_path / "run")]) == 5
     assert "another training run is writing into" in one_line_error(capsys)
-    assert os.listdir(tmp_path / "run") == []
+    assert os.listdir(tmp_path / "run") == [LOCK_FILE]  # the other run's
     (tmp_path / "run" / "classes.txt").write_text("a\nb\n")  # that run has begun to write its files
     assert main(["train", *SMOKE, "--output-dir", str(tmp_path / "run")]) == 5
     assert "another training run is writing into" in one_line_error(capsys)  # not "files no run wrote"
@@ -46,6 +47,41 @@ def claim_and_fork(folder: Path) -> multiprocessing.Process:
     child = multiprocessing.get_context("fork").Process(target=signal.pause, daemon=True)
     child.start()
     return child
+
+
+WITHOUT_POSIX = """
+import importlib, os, pkgutil, signal, sys
+sys.modules["fcntl"] = None  # as on Windows, with what else this package could reach for there
+del signal.SIGUSR1, signal.SIGCHLD, os.fchmod
+import {{ cookiecutter.package_name }}
+for module in pkgutil.walk_packages({{ cookiecutter.package_name }}.__path__, "{{ cookiecutter.package_name }}."):
+    if module.name != "{{ cookiecutter.package_name }}.__main__":  # it would run the command line
+        importlib.import_module(module.name)
+from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.files import hold
+args = ["train", *sys.argv[1:]]
+first = main(args)
+held = hold(sys.argv[-1])  # as a run in another process holds the folder
+print("exit codes", first, main(args))
+"""
+
+
+def test_every_module_imports_and_a_run_guards_its_folder_without_fcntl_or_the_other_posix_calls(tmp_path):
+    """Windows has no fcntl, SIGUSR1, SIGCHLD or os.fchmod: every module imports without them, a run trains, and a
+    second run into a folder in use is refused (filelock, here through its fallback for systems without locks)."""
+    run = tmp_path / "run"
+    # its own folders and tracking store: a lock file that flock left in a shared one reads as held without flock
+    env = {key: value for key, value in os.environ.items() if not key.endswith("TRACKING_URI")}
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_POSIX, *SMOKE, "--output-dir", str(run)],
+        env=env | {"PYTHONPATH": str(Path(__file__).parents[1] / "src"), "OMP_NUM_THREADS": "1"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "exit codes 0 5" in done.stdout, done.stderr
+    assert "another training run is writing into" in done.stderr and (run / "model.pt").is_file()
 
 
 def test_a_process_forked_during_a_run_does_not_keep_its_folder_locked_after_it(tmp_path):
@@ -72,7 +108,7 @@ def test_overwrite_starts_from_an_empty_run_folder_and_keeps_other_files(tmp_pat
     run = tmp_path / "run"
     assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0
     for path in run.rglob("*"):  # every file the run wrote: each must go, or be written anew by the next run
-        if path.is_file():
+        if path.is_file() and path.name != LOCK_FILE:
             path.write_bytes(b"stale")
     (run / "eval-model-old").mkdir()
     (run / "eval-model-old" / "per_class.csv").write_text("old")
@@ -83,7 +119,7 @@ def test_overwrite_starts_from_an_empty_run_folder_and_keeps_other_files(tmp_pat
     (run / "eval-mine").mkdir()
     (run / ".model.pt.k2j4.tmp").write_bytes(b"left by a kill")
     assert main(["train", *SMOKE, "--output-dir", str(run), "--overwrite"]) == 0
-    left = sorted(path.name for path in run.iterdir())
+    left = listing(run)
     assert not [name for name in left if name.startswith(("eval-model", "features_", "split.csv", "."))], left
     assert (run / "notes.txt").read_text() == "mine" and (run / "model.pt").is_file()
     assert (run / "backbone.pt").read_bytes() == b"mine" and (run / "eval-mine").is_dir()
@@ -117,6 +153,7 @@ def test_a_full_disk_during_training_is_one_line(tmp_path):
     """A file-size limit stands in for a full disk: the first weights or checkpoint file cannot be written."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src"), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", *SMOKE]
+    resource = pytest.importorskip("resource")  # POSIX only, as is the file-size limit
     limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))  # noqa: E731
     done = subprocess.run(
         [*command, "--output-dir", str(tmp_path / "run")], env=env, preexec_fn=limit, capture_output=True, text=True

@@ -362,6 +362,6 @@ def test_workers_default_to_some_for_photos_and_gpus_and_none_for_synthetic_imag
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert _default_workers(TrainConfig(data="synthetic", device="cpu")) == 0  # workers would only add copies
     assert _default_workers(TrainConfig(data="photos", device="cpu")) == 8  # decoding JPEGs is the bottleneck
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
     assert _default_workers(TrainConfig(data="synthetic")) == 8  # one process cannot keep a GPU busy
     assert _default_workers(TrainConfig(data="synthetic", device="cpu")) == 0

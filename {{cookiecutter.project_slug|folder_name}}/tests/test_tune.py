@@ -17,11 +17,13 @@ import pytest
 import torch
 {% endif %}
 import yaml
+from conftest import listing
 
 from {{ cookiecutter.package_name }} import tune as tune_module
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import make_config
 from {{ cookiecutter.package_name }}.errors import DataError, OutputError, UserError
+from {{ cookiecutter.package_name }}.files import unlock
 from {{ cookiecutter.package_name }}.train import train
 from {{ cookiecutter.package_name }}.tune import STUDY, load_space, tune
 
@@ -366,7 +368,7 @@ def test_a_study_db_cut_short_or_emptied_is_one_line_naming_it(searched, tmp_pat
             tune(searched, space, 1, None, 5)
         message = str(raised.value)
         assert message.startswith(f"{folder / 'study.db'} {said}") and "\n" not in message
-    assert sorted(path.name for path in folder.iterdir()) == ["study.db", "trial-000"]  # nothing trained
+    assert listing(folder) == ["study.db", "trial-000"]  # nothing trained
 
 
 def test_the_table_and_best_yaml_name_the_file_with_the_best_epochs_weights(searched, tmp_path):
@@ -486,7 +488,7 @@ def test_a_second_tune_into_the_same_folder_is_refused(searched, tmp_path):
         with pytest.raises(OutputError, match="another tune is running in"):
             tune(searched, space_file(tmp_path, "lr: [0.1]\n"), 1, None, 5)
     finally:
-        os.close(holder)
+        unlock(holder)
     assert not (folder / "study.db").exists()
 
 

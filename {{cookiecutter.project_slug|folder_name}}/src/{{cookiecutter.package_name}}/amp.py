@@ -1,5 +1,5 @@
 {% if cookiecutter.use_amp %}
-"""Mixed precision: autocast in bf16 or fp16 on the device in use; a GradScaler only for fp16 on CUDA."""
+"""Mixed precision: autocast in bf16 or fp16 on the device in use; a GradScaler only for fp16 on an accelerator."""
 
 import contextlib
 import sys
@@ -16,9 +16,9 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     if precision == "bf16" and device.type == "cuda" and not native_bf16(device):
         name = torch.cuda.get_device_name(device)
         raise DeviceError(f"{name} has no native bf16 (it needs compute capability 8.0 or later); use --precision fp16")
-    if precision == "fp16" and device.type != "cuda":
+    if precision == "fp16" and device.type == "cpu":
         # CPUs have no loss scaling and slow fp16 kernels; bf16 is their mixed precision.
-        print("fp16 mixed precision needs a CUDA GPU: using bf16 on the CPU.", file=sys.stderr)
+        print("fp16 mixed precision needs a GPU or another accelerator: using bf16 on the CPU.", file=sys.stderr)
         precision = "bf16"
     if precision == "bf16" and device.type == "cpu" and not native_cpu_bf16():
         print(CPU_FP32_NOTICE, file=sys.stderr)
@@ -65,6 +65,6 @@ def scaled_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) 
 
 
 def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
-    """fp16 gradients underflow without loss scaling on CUDA; bf16 has float32's range and needs none."""
-    return torch.amp.GradScaler(device.type, enabled=precision == "fp16" and device.type == "cuda")
+    """fp16 gradients underflow without loss scaling; bf16 has float32's range and needs none."""
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16" and device.type != "cpu")
 {% endif %}

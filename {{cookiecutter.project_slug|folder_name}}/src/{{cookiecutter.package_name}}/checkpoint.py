@@ -32,12 +32,12 @@ from .engine import Progress
 from .errors import ModelError, OutputError, first_line, load_failure, state_dict_mismatch
 from .metrics import stopped_early
 from .run_folder import refuse_if_busy
+from .runtime import STOP_SIGNALS
 
 # the console script, as the stop message tells the user to run it
 SCRIPT = "{{ cookiecutter.project_slug }}"
 RESUME_FROM = "resume from the last.pt or best.pt of a run"
 FITTING = "resume with the flags the run was trained with, or start anew from its weights with --init-from"
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)  # schedulers, Ctrl-C, SLURM's warning before a limit
 REPEAT_SECONDS = 1.0  # the same signal again within this: the same request (a second one later stops at once)
 _STOPS: list["GracefulStop"] = []  # the stop requests being caught (GracefulStop.caught), innermost last
 CHANGES = "changes.csv"  # what resumes changed, from which epoch and step: config.yaml holds the latest values
@@ -54,9 +54,21 @@ def rng_state(loader_generator: torch.Generator) -> dict:
         "python": random.getstate(),
         "loader": loader_generator.get_state(),
     }
-    if torch.cuda.is_initialized():  # a GPU run: the state of the GPU it trains on, whatever else is visible
-        state["cuda"] = torch.cuda.get_rng_state()
+    accelerator = _started_accelerator()
+    if accelerator is not None:  # its state on the device the run trains on, whatever else is visible
+        state[accelerator.type] = torch.get_device_module(accelerator).get_rng_state()
     return state
+
+
+def _started_accelerator() -> torch.device | None:
+    """The accelerator (cuda, mps, xpu, ...) this process has started, else None: asking starts none, so a CPU run
+    keeps no accelerator state."""
+    found = torch.accelerator.current_accelerator()  # what torch was built for; does not start it
+    if found is None:
+        return None
+    module = torch.get_device_module(found)
+    started = getattr(module, "is_initialized", module.is_available)  # MPS has no lazy start
+    return found if started() else None
 
 
 def restore_rng(state: dict, loader_generator: torch.Generator) -> None:
@@ -65,8 +77,9 @@ def restore_rng(state: dict, loader_generator: torch.Generator) -> None:
     np.random.set_state(("MT19937", state["numpy"].numpy().astype(np.uint32), position, has_gauss, gauss))
     random.setstate(state["python"])
     loader_generator.set_state(state["loader"])
-    if "cuda" in state and torch.cuda.is_initialized():
-        torch.cuda.set_rng_state(state["cuda"])
+    accelerator = _started_accelerator()
+    if accelerator is not None and accelerator.type in state:
+        torch.get_device_module(accelerator).set_rng_state(state[accelerator.type])
 
 
 def save_checkpoints(

@@ -8,7 +8,15 @@ import os
 import signal
 import sys
 
-from .config import EXPORT_FORMATS, EXPORT_TOLERANCE, GPU_IDS_HELP, PER_INVOCATION, add_config_arguments, make_config
+from .config import (
+    DEVICES,
+    EXPORT_FORMATS,
+    EXPORT_TOLERANCE,
+    GPU_IDS_HELP,
+    PER_INVOCATION,
+    add_config_arguments,
+    make_config,
+)
 from .errors import UserError, one_line
 
 # torch, torchvision and matplotlib take seconds to import: they are imported once a command runs (in `run`),
@@ -88,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("run_dir", help="output dir of a training run (or of evaluate)")
 
     for command in (evaluate, predict, features):
-        command.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to run")
+        command.add_argument("--device", default="auto", choices=DEVICES, help="where to run")
         command.add_argument("--gpus", default="{{ cookiecutter.gpu_ids | gpus | escaped }}", help=GPU_IDS_HELP)
     return parser
 
@@ -234,9 +242,11 @@ def _stop_data_workers() -> None:
     children = multiprocessing.active_children()
     if not children:  # the usual case: the loaders stopped their own workers
         return
-    previous = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    sigchld = getattr(signal, "SIGCHLD", None)  # none on Windows
+    previous = signal.signal(sigchld, signal.SIG_DFL) if sigchld else None
     for child in children:
         child.kill()
     for child in children:
         child.join()
-    signal.signal(signal.SIGCHLD, previous)
+    if sigchld:
+        signal.signal(sigchld, previous)

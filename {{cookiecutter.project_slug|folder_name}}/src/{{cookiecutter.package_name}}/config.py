@@ -22,6 +22,7 @@ import yaml
 from .errors import UserError
 from .files import write_text
 
+DEVICES = ["auto", "cpu", "cuda", "mps", "xpu"]  # auto: the machine's accelerator (torch.accelerator), else the CPU
 GPU_IDS_HELP = "comma-separated GPU ids exported as CUDA_VISIBLE_DEVICES; cpu (or empty) for CPU only"
 MODEL_HELP = "small_cnn, any torchvision classification model, or timm/<name> for any of timm's"
 # `export`: each format's file suffix (predict --model-file reads a file by it) and the logit difference it accepts
@@ -94,7 +95,7 @@ class TrainConfig:
     gamma: float = option(0.1, "decay factor of the step schedule")
     seed: int = option(0, "seed for python, numpy, torch and the data order")
     deterministic: bool = option(False, "deterministic algorithms (slower) instead of cudnn.benchmark")
-    device: str = option("auto", "where to train", choices=["auto", "cpu", "cuda"])
+    device: str = option("auto", "where to train: auto is the machine's accelerator, else the CPU", choices=DEVICES)
     gpus: str = option("{{ cookiecutter.gpu_ids | gpus | escaped }}", GPU_IDS_HELP)
     num_workers: int | None = option(None, "data-loading processes (auto: 0 for synthetic data, else up to 8)")
     output_dir: str | None = option(None, "where results go (auto: runs/<date-time>)")

@@ -559,7 +559,7 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
             batch_size=batch_size,
             sampler=sampler,
             num_workers=cfg.num_workers,
-            pin_memory=device.type == "cuda",
+            pin_memory=device.type != "cpu",  # for copies that overlap the step, on any accelerator
             persistent_workers=cfg.num_workers > 0,
             worker_init_fn=seed_worker,
             generator=torch.Generator().manual_seed(cfg.seed),  # the workers' seeds: drawn once per start of workers

@@ -35,10 +35,10 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import Sampler
 
 from .errors import DeviceError, UserError, first_line, one_line
-from .runtime import gpu_ids, no_visible_gpu
+from .runtime import STOP_SIGNALS, gpu_ids, no_visible_gpu
 
 {% if cookiecutter.use_checkpointing %}
-STOPPED = {128 + number for number in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}  # workers stopped by a signal
+STOPPED = {128 + number for number in STOP_SIGNALS}  # workers stopped by a signal
 {% endif %}
 # Set by `launch` for its workers: the folder where each says why it stopped, for the launcher to say it once.
 REPORTS = "{{ cookiecutter.package_name | upper }}_WORKER_REPORTS"
@@ -228,6 +228,8 @@ def setup(requested_device: str, gpus: str, timeout_seconds: int) -> torch.devic
     """Join the process group of a launched worker: NCCL on CUDA, gloo on CPUs. None when not launched."""
     if not launched():
         return None
+    if requested_device not in ("auto", "cpu", "cuda"):  # NCCL and gloo: CUDA GPUs and CPUs
+        raise DeviceError(f"several processes train on CUDA GPUs or CPUs, not on {requested_device}: drop --nproc")
     cuda = requested_device != "cpu" and torch.cuda.is_available()
     if requested_device == "cuda" and not cuda:
         raise no_visible_gpu(gpus)

@@ -3,7 +3,6 @@ gives the logits PyTorch gives on validation images. The preprocessing a consume
 `<file>.json`, and for ONNX into the model's metadata too."""
 
 import contextlib
-import fcntl
 import glob
 import hashlib
 import io
@@ -23,7 +22,7 @@ from .config import EXPORT_FORMATS, EXPORT_TOLERANCE
 from .data import GRAYSCALE, build_data, eval_resize
 from .deployed import EXPORT_EXTRA, load_exported, sidecar_path
 from .errors import DataError, ModelError, OutputError, UserError, first_line, one_line
-from .files import cannot_write, replacing, unlock
+from .files import cannot_write, hold, replacing, unlock
 from .inference import load_run
 
 ONNX_OPSET = 18
@@ -133,19 +132,13 @@ WRITERS = {"onnx": _onnx, "torchscript": _torchscript, "exported-program": _expo
 def _folder_lock(out: Path):
     """One writer at a time in the output's folder (the lock a training run holds on its folder): two exports into
     one file would leave the model of one beside the sidecar of the other."""
-    try:
-        descriptor = os.open(out.parent, os.O_RDONLY)
-    except OSError as exc:
-        raise cannot_write(out, exc) from None
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        raise OutputError(f"{out.parent} is in use by a training run or another export; try when it ends") from None
+    lock = hold(out.parent)
+    if lock is None:
+        raise OutputError(f"{out.parent} is in use by a training run or another export; try when it ends")
     try:
         yield
     finally:
-        unlock(descriptor)
+        unlock(lock)
 
 
 def _remove_leftovers(out: Path) -> None:

@@ -5,11 +5,12 @@ replaced, not followed."""
 
 import contextlib
 import errno
-import fcntl
 import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from .errors import OutputError, first_line
 
@@ -34,11 +35,41 @@ def cannot_write(path: Path, exc: OSError) -> OutputError:
     return OutputError(f"cannot write {path} ({exc.strerror or exc}); {advice}")
 
 
-def unlock(descriptor: int) -> None:
-    """Release a folder's flock, then close it. Closing alone is not enough in a process that goes on: DataLoader
-    workers forked while it was held share the lock, and persistent ones can outlive the run."""
-    fcntl.flock(descriptor, fcntl.LOCK_UN)
-    os.close(descriptor)
+LOCK_FILE = ".lock"  # in each folder a command writes into; left in place, so that the next one shares it
+
+
+def hold(folder: Path) -> FileLock | None:
+    """This process's hold on `folder`, or None while another process has it: train, tune and export take turns in a
+    folder. The system lets go of a hold when its process ends, however it ends; filelock does this alike on Linux,
+    macOS and Windows, and with a lock file's presence where a system has no file locks."""
+    path = Path(folder) / LOCK_FILE
+    try:
+        if path.is_symlink():
+            path.unlink()  # planted: replaced, not followed
+        lock = FileLock(path, thread_local=False)
+        lock.acquire(blocking=False)
+    except Timeout:
+        return None
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+    return lock
+
+
+def held_elsewhere(folder: Path) -> bool:
+    """Whether another process holds `folder`, found without leaving a lock file in a folder that has none."""
+    if not (Path(folder) / LOCK_FILE).exists():
+        return False
+    lock = hold(folder)
+    if lock is None:
+        return True
+    unlock(lock)
+    return False
+
+
+def unlock(lock: FileLock) -> None:
+    """Let go of a hold at once. Dropping it is not enough in a process that goes on: DataLoader workers forked while
+    it was held share it, and persistent ones can outlive the run."""
+    lock.release(force=True)
 
 
 @contextlib.contextmanager
@@ -50,8 +81,8 @@ def replacing(path: Path, mode: str = "wb", suffix: str = ""):
         descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp" + suffix)
     except OSError as exc:
         raise cannot_write(path, exc) from None
-    os.fchmod(descriptor, 0o666 & ~UMASK)
     os.close(descriptor)  # reopened by name, so that `file.name` is a path libraries can write to
+    os.chmod(temporary, 0o666 & ~UMASK)  # by name: Windows has no fchmod
     try:
         text = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
         with open(temporary, mode, **text) as file:

@@ -32,8 +32,8 @@ class ProfiledLoader:
         try:
             yield from itertools.islice(batches, self.steps)
         finally:  # also when the epoch ends first
-            if cuda:
-                torch.cuda.synchronize(self.device)  # the kernels queued by the last steps belong in the trace
+            if self.device.type != "cpu":
+                torch.accelerator.synchronize(self.device)  # the kernels queued by the last steps belong in the trace
             profiler.stop()
             self.write(profiler, "self_cuda_time_total" if cuda else "self_cpu_time_total")
         yield from batches

@@ -2,18 +2,19 @@
 --overwrite.
 
 A folder is a run's when it holds the files every run writes at its start (MARKERS); an empty or new folder becomes
-one. The run holds an exclusive lock on the folder while it lives (flock, released by the kernel when the process
-ends, however it ends), so a second run into the same folder stops with one line instead of mixing its files in.
+one. The run holds the folder while it lives (`files.hold`, let go by the system when the process ends, however it
+ends), so a second run into the same folder stops with one line instead of mixing its files in.
 """
 
-import fcntl
 import functools
 import os
 import shutil
 from pathlib import Path
 
+from filelock import FileLock
+
 from .errors import OutputError
-from .files import cannot_write, unlock
+from .files import cannot_write, held_elsewhere, hold, unlock
 
 MARKERS = ("classes.txt", "answers.json")  # a run writes both before its first step; a user's folder has neither
 OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate and features wrote beside them
@@ -32,7 +33,7 @@ OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate an
 {% endif %}
     *MARKERS,  # last: a removal cut short leaves a folder that is still recognised as a run's
 ]
-_HELD: dict[Path, int] = {}  # run folder -> its locked descriptor, in this process
+_HELD: dict[Path, FileLock] = {}  # run folder -> its hold, in this process
 BUSY = "another training run is writing into {}; wait for it to end or pick another --output-dir"
 
 
@@ -55,15 +56,12 @@ class RunFolder:
         """Create and lock the folder, clear what a killed write left behind, and on --overwrite the old run."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(self.path, os.O_RDONLY)
         except OSError as exc:
             raise cannot_write(self.path, exc) from None
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(descriptor)
-            raise OutputError(BUSY.format(self.path)) from None
-        _HELD[self.path.resolve()] = descriptor
+        lock = hold(self.path)
+        if lock is None:
+            raise OutputError(BUSY.format(self.path))
+        _HELD[self.path.resolve()] = lock
         old = [*self.path.glob(".*.tmp"), *self.path.glob(".*.tmp.*")]  # writes cut short by a kill
         if self.overwrite:
             old += [path for pattern in OWN_FILES for path in sorted(self.path.glob(pattern))]
@@ -76,16 +74,8 @@ class RunFolder:
 
 def refuse_if_busy(path: Path) -> None:
     """Before refusing a folder for the files it holds: when a live run holds it, that is what to say."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except OSError:  # no folder: no run in it
-        return
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        raise OutputError(BUSY.format(path)) from None
-    unlock(descriptor)
+    if held_elsewhere(path):
+        raise OutputError(BUSY.format(path))
 
 
 def releasing_run_folders(function):

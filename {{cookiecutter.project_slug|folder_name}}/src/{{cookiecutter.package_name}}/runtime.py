@@ -12,6 +12,9 @@ import torch
 
 from .errors import DeviceError, UserError
 
+# how schedulers, Ctrl-C and SLURM's warning before a time limit stop a job (Windows has no SIGUSR1)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGUSR1") if hasattr(signal, name))
+
 GPU_IDS = re.compile(r"\d+(,\d+)*")
 DETERMINISTIC_CUBLAS = ":4096:8"  # what deterministic cuBLAS needs (CUDA >= 10.2)
 NO_DETERMINISTIC_KERNEL = "does not have a deterministic implementation"
@@ -59,16 +62,21 @@ def no_visible_gpu(gpus: str) -> DeviceError:
 
 
 def resolve_device(requested: str, gpus: str) -> torch.device:
-    """`auto` picks the first visible GPU, else the CPU with one line saying so."""
-    if torch.cuda.is_available() and requested != "cpu":
-        if torch.cuda.device_count() > 1:
-            notice = f"{torch.cuda.device_count()} GPUs visible: this single process trains on the first of them."
-            print(notice, file=sys.stderr)
-        return torch.device("cuda", 0)
+    """`auto` picks the machine's accelerator (a CUDA or ROCm GPU, a Mac's MPS, an Intel XPU: what torch.accelerator
+    finds) unless --gpus chose the CPU, else the CPU with one line saying so; one asked for by name and missing is
+    one line."""
+    if requested == "cpu" or (requested == "auto" and not gpu_ids(gpus)):
+        return torch.device("cpu")
+    found = torch.accelerator.current_accelerator(check_available=True)
+    if found is not None and requested in ("auto", found.type):
+        if (count := torch.accelerator.device_count()) > 1:
+            print(f"{count} {found.type} devices visible: this single process trains on the first.", file=sys.stderr)
+        return torch.device(found.type, 0)
     if requested == "cuda":
         raise no_visible_gpu(gpus)
-    if requested == "auto" and gpu_ids(gpus):  # GPUs were asked for; none is news to whoever chose the CPU
-        print("CUDA is not available: running on the CPU.", file=sys.stderr)  # stdout carries results only
+    if requested != "auto":
+        raise DeviceError(f"--device {requested} was asked for but this machine has none; pass --device auto or cpu")
+    print("no GPU or other accelerator is available: running on the CPU.", file=sys.stderr)  # stdout: results only
     return torch.device("cpu")
 
 
@@ -88,7 +96,7 @@ def seed_worker(worker_id: int) -> None:
     """DataLoader workers: derive numpy and python seeds from the seed torch gave this worker, and leave
     Ctrl-C, SIGTERM and SIGUSR1 to the main process (schedulers signal the whole process group), which stops the run
     at a resumable point and shuts the workers down itself."""
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+    for number in STOP_SIGNALS:
         signal.signal(number, signal.SIG_IGN)
     seed = torch.initial_seed() % 2**32
     np.random.seed(seed)

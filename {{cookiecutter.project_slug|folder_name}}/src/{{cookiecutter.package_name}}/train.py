@@ -107,10 +107,10 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
 
 
 def _default_workers(cfg: TrainConfig) -> int:
-    """Workers for photos, which decoding makes the bottleneck, and for any GPU, which one process cannot keep busy;
-    none for the synthetic images on a CPU, where workers only add copies."""
-    cuda = cfg.device != "cpu" and torch.cuda.is_available()
-    return min(8, os.cpu_count() or 1) if cfg.data != "synthetic" or cuda else 0
+    """Workers for photos, which decoding makes the bottleneck, and for any accelerator, which one process cannot keep
+    busy; none for the synthetic images on a CPU, where workers only add copies."""
+    accelerated = cfg.device != "cpu" and torch.accelerator.is_available()
+    return min(8, os.cpu_count() or 1) if cfg.data != "synthetic" or accelerated else 0
 
 
 def _own_split(out: Path, cfg: TrainConfig) -> str | None:

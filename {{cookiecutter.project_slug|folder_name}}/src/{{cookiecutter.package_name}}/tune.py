@@ -23,10 +23,11 @@ import contextlib
 import csv
 import dataclasses
 import decimal
-import fcntl
 import io
 import math
+{% if ddp and ckpt %}
 import os
+{% endif %}
 import re
 import shlex
 {% if ckpt %}
@@ -38,6 +39,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import yaml
+from filelock import FileLock
 
 {% if ckpt %}
 from .checkpoint import GracefulStop
@@ -47,7 +49,7 @@ from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerc
 from .distributed import broadcast, is_main, setup, world_size
 {% endif %}
 from .errors import OutputError, TrainingDiverged, UserError, first_line, one_line
-from .files import cannot_write, unlock, write_text
+from .files import LOCK_FILE, cannot_write, hold, unlock, write_text
 from .train import train
 
 STUDY = "tune"  # the study's name in study.db
@@ -203,19 +205,16 @@ class _Pruning:
             raise self.optuna.TrialPruned()
 
 
-def _lock(folder: Path) -> int:
+def _lock(folder: Path) -> FileLock:
     """One tune per folder: a second one would run the same trials."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(folder, os.O_RDONLY)
     except OSError as exc:
         raise cannot_write(folder, exc) from None
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        raise OutputError(f"another tune is running in {folder}; wait for it, or pick another --output-dir") from None
-    return descriptor
+    lock = hold(folder)
+    if lock is None:
+        raise OutputError(f"another tune is running in {folder}; wait for it, or pick another --output-dir")
+    return lock
 
 
 def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None, startup_trials: int) -> dict:
@@ -233,7 +232,7 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
         return _follow(optuna)
 {% endif %}
     folder = Path(base.output_dir or f"runs/tune-{Path(space_file).stem}").absolute()
-    if folder.is_dir() and any(folder.iterdir()) and not (folder / "study.db").is_file():
+    if folder.is_dir() and any(p.name != LOCK_FILE for p in folder.iterdir()) and not (folder / "study.db").is_file():
         raise OutputError(f"--output-dir {folder} holds files that no tune wrote; pick an empty or new folder")
     lock = _lock(folder)
     try:
