@@ -84,6 +84,12 @@ def gpus(answer: str) -> str:
     return "cpu" if ids.lower() in ("", "cpu", "none") else ids
 
 
+def tricks_on(answers) -> list[str]:
+    """The yes/no prompts answered yes (each is a trick's): `{% if cookiecutter | tricks_on %}` holds for any trick, so
+    that a trick added later joins the condition without an edit."""
+    return [key for key in TEMPLATE_YES_NO if answers.get(key) is True]
+
+
 def text_only(slugify):
     """cookiecutter's `slugify`, which derives project_slug from project_name in cookiecutter.json, refusing a
     project_name that is not text (null or an object from --extra-context) with one line instead of a traceback."""
@@ -132,6 +138,7 @@ class EscapedExtension(Extension):
         environment.filters["escaped"] = escaped
         environment.filters["folder_name"] = folder_name
         environment.filters["gpus"] = gpus
+        environment.filters["tricks_on"] = tricks_on
         if "slugify" in environment.filters:  # cookiecutter's, loaded before the template's extensions
             environment.filters["slugify"] = text_only(environment.filters["slugify"])
         environment.globals["template_choices"] = TEMPLATE_CHOICES

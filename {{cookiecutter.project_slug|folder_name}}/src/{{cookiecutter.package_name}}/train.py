@@ -42,16 +42,11 @@ from .data import (
 {% set names = ["barrier", "broadcast", "is_main", "setup", "world_size", "wrap"] %}
 {% if cookiecutter.use_checkpointing %}{% set names = names + ["continue_after_restart", "note_run_folder"] %}{% endif %}
 {% if cookiecutter.use_ema %}{% set names = names + ["broadcast_buffers"] %}{% endif %}
-{% set line = "from .distributed import " ~ (names | sort | join(", ")) %}
-{% if line | length <= 120 %}
-{{ line }}
-{% else %}
 from .distributed import (
 {% for name in names | sort %}
     {{ name }},
 {% endfor %}
 )
-{% endif %}
 {% endif %}
 {% if cookiecutter.use_ema %}
 from .ema import build_ema
@@ -337,24 +332,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% else %}
         start_epoch(data.train, epoch)
 {% endif %}
-{# The loop's tricks, by keyword: each one that changes the training step adds its line here. #}
-{% set loop_tricks %}
-{% if cookiecutter.use_amp %}
-scaler=scaler,
-{% endif %}
-{% if cookiecutter.use_mixup %}
-mix=mix,
-{% endif %}
-{% if cookiecutter.use_ema %}
-ema=ema,
-{% endif %}
-{% if cookiecutter.use_checkpointing %}
-progress=progress,
-checkpoints=checkpoints,
-{% endif %}
-{% endset %}
         try:
-{% if loop_tricks.strip() %}
             row |= train_one_epoch(
                 trained,
                 loader,
@@ -362,11 +340,20 @@ checkpoints=checkpoints,
                 optimizer,
                 device,
                 cfg,
-{{ loop_tricks | trim | indent(16, first=True) }}
-            )
-{% else %}
-            row |= train_one_epoch(trained, loader, criterion, optimizer, device, cfg)
+{% if cookiecutter.use_amp %}
+                scaler=scaler,
 {% endif %}
+{% if cookiecutter.use_mixup %}
+                mix=mix,
+{% endif %}
+{% if cookiecutter.use_ema %}
+                ema=ema,
+{% endif %}
+{% if cookiecutter.use_checkpointing %}
+                progress=progress,
+                checkpoints=checkpoints,
+{% endif %}
+            )
         except TrainingDiverged as exc:  # nothing of this epoch is saved: the last checkpoint stays good
             raise TrainingDiverged(f"epoch {epoch}: {exc}") from None
         if cfg.l1:
