@@ -62,10 +62,10 @@ def write_code_map(package: Path, readme: Path) -> None:
     """The README's map of the package's modules, from the modules this render kept: each with the first sentence
     of its docstring."""
     rows = ["| module | what it does |", "|---|---|"]
-    for module in sorted(path for path in package.glob("*.py") if not path.name.startswith("_")):
+    for module in sorted(path for path in package.rglob("*.py") if not path.name.startswith("_")):
         docstring = " ".join((ast.get_docstring(ast.parse(module.read_text(encoding="utf-8"))) or "").split())
         first_sentence = docstring.split(". ")[0].removesuffix(".").replace("|", "\\|")  # a bare | would end the cell
-        rows.append(f"| `{module.name}` | {first_sentence} |")
+        rows.append(f"| `{module.relative_to(package).as_posix()}` | {first_sentence} |")
     readme.write_text(readme.read_text(encoding="utf-8").replace(CODE_MAP, "\n".join(rows)), encoding="utf-8")
 
 
@@ -76,7 +76,11 @@ def main() -> None:
     for path in files:
         if path.is_file() and not path.read_bytes().strip():
             path.unlink()
-    # a folder left empty by those removals goes too (scripts/ without distributed training), deepest first
+    # a sub-package left with its __init__.py alone (tricks/ with every trick off) goes too, as does a folder left
+    # empty by those removals (scripts/ without distributed training), deepest first
+    for init in sorted(package.glob("*/__init__.py")):
+        if init in files and [path.name for path in init.parent.iterdir()] == ["__init__.py"]:
+            init.unlink()
     for folder in sorted({parent for path in files for parent in path.parents if parent.parts}, reverse=True):
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()

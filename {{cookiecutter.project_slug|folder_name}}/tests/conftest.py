@@ -9,9 +9,9 @@ import pytest
 import torch
 from PIL import Image
 
-from {{ cookiecutter.package_name }} import train as train_module
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.files import LOCK_FILE
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.core.files import LOCK_FILE
+from {{ cookiecutter.package_name }}.training import train as train_module
 
 {# Each optional trick that changes the training step or the loss adds the value that switches it off. #}
 {% set neutral %}

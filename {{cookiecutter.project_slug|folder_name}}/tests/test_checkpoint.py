@@ -17,13 +17,14 @@ import torch
 import yaml
 from filelock import FileLock
 
-from {{ cookiecutter.package_name }} import checkpoint, files
-from {{ cookiecutter.package_name }} import train as train_module
-from {{ cookiecutter.package_name }}.checkpoint import SCRIPT
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.config import TrainConfig, make_config
-from {{ cookiecutter.package_name }}.errors import ModelError, OutputError, UserError
+from {{ cookiecutter.package_name }}.core import files
+from {{ cookiecutter.package_name }}.core.config import TrainConfig, make_config
+from {{ cookiecutter.package_name }}.core.errors import ModelError, OutputError, UserError
 from {{ cookiecutter.package_name }}.models import read_weights
+from {{ cookiecutter.package_name }}.training import checkpoint
+from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.training.checkpoint import SCRIPT
 
 
 def metrics_without_time(run: Path) -> list[dict]:
@@ -81,7 +82,7 @@ def test_resumed_run_equals_an_uninterrupted_one_bitwise(
             shutil.copy(photos / "cats" / "0.png", photos / "cats" / f"new{i}.png")
 
     # A new process, as after a crash: the saved config plus --resume auto.
-    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[2]), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train"]
     command += ["--config", str(interrupted / "config.yaml"), "--resume", "auto"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
@@ -643,7 +644,7 @@ def test_every_setting_either_may_change_on_resume_and_is_recorded_or_is_refused
     values, in one line. The epoch's length may not change mid-epoch (the saved step is a place in that epoch)."""
     from test_config import ROUND_TRIP_OVERRIDES, other_value
 
-    from {{ cookiecutter.package_name }}.config import FIELDS, saved_fields
+    from {{ cookiecutter.package_name }}.core.config import FIELDS, saved_fields
 
     def written(value) -> str:
         return " ".join(str(item) for item in value) if isinstance(value, list) else str(value)
@@ -909,7 +910,7 @@ def test_the_stop_notice_starts_on_a_line_of_its_own_in_a_terminal(monkeypatch, 
     assert capsys.readouterr().err.startswith("\nSIGINT: stopping at the next resumable point")
 
 
-ENV = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+ENV = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[2]), "OMP_NUM_THREADS": "1"}
 MODULE = [sys.executable, "-m", "{{ cookiecutter.package_name }}"]
 
 
@@ -1041,7 +1042,7 @@ def test_the_files_of_a_gpu_run_hold_cpu_tensors_only(tiny_config, tmp_path):
 
 
 def test_init_from_and_resume_together_are_refused():
-    from {{ cookiecutter.package_name }}.config import TrainConfig
+    from {{ cookiecutter.package_name }}.core.config import TrainConfig
 
     with pytest.raises(UserError) as raised:
         TrainConfig(init_from="weights.pt", resume="auto")
@@ -1116,7 +1117,7 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
     """check_continuation on planted files (plain dicts with an epoch: all a checkpoint needs to be found)."""
     from types import SimpleNamespace
 
-    from {{ cookiecutter.package_name }}.files import save
+    from {{ cookiecutter.package_name }}.core.files import save
 
     out, other = tmp_path / "run", tmp_path / "other"
     out.mkdir()
@@ -1165,7 +1166,7 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
 
 
 def test_resume_auto_takes_the_newest_loadable_checkpoint(tmp_path, capsys):
-    from {{ cookiecutter.package_name }}.files import save
+    from {{ cookiecutter.package_name }}.core.files import save
 
     assert checkpoint.find_checkpoint("auto", tmp_path) is None
     assert capsys.readouterr().out == f"no checkpoint in {tmp_path}: starting from scratch\n"
@@ -1192,7 +1193,7 @@ class _Foreign:  # a class no checkpoint may hold: weights_only refuses to build
 
 
 def test_only_checkpoints_of_plain_data_are_loaded(tmp_path):
-    from {{ cookiecutter.package_name }}.errors import ModelError
+    from {{ cookiecutter.package_name }}.core.errors import ModelError
 
     def refusal(path) -> str:
         with pytest.raises(ModelError) as raised:
@@ -1241,8 +1242,8 @@ def _random_state_kept():
 
 
 def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, capsys, monkeypatch, _random_state_kept):
-    from {{ cookiecutter.package_name }}.config import saved_fields
-    from {{ cookiecutter.package_name }}.errors import ModelError
+    from {{ cookiecutter.package_name }}.core.config import saved_fields
+    from {{ cookiecutter.package_name }}.core.errors import ModelError
 
     cfg = TrainConfig(model="small_cnn", data="synthetic", batch_size=16, optimizer="sgd", lr=0.1, weight_decay=0.0)
     saved = _stateful_run()
@@ -1319,7 +1320,7 @@ def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, c
 
 
 def test_resume_of_a_checkpoint_path_reads_the_config_yaml_beside_it(tmp_path, monkeypatch):
-    from {{ cookiecutter.package_name }}.config import TrainConfig
+    from {{ cookiecutter.package_name }}.core.config import TrainConfig
 
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
@@ -1340,7 +1341,7 @@ def test_resume_of_a_checkpoint_path_reads_the_config_yaml_beside_it(tmp_path, m
 def test_continuing_from_a_checkpoint_of_another_name_in_its_own_folder_prints_nothing(tmp_path, capsys):
     from types import SimpleNamespace
 
-    from {{ cookiecutter.package_name }}.files import save
+    from {{ cookiecutter.package_name }}.core.files import save
 
     save({"epoch": 1}, tmp_path / "epoch1.pt")
     cfg = SimpleNamespace(resume=str(tmp_path / "epoch1.pt"), epochs=3, overwrite=False)

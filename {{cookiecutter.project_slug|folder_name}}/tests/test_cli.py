@@ -11,10 +11,11 @@ import pytest
 import torch
 from PIL import Image
 
-from {{ cookiecutter.package_name }} import cli, runtime
+from {{ cookiecutter.package_name }} import cli
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.errors import DeviceError
+from {{ cookiecutter.package_name }}.core import runtime
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.core.errors import DeviceError
 
 no_accelerator = pytest.mark.skipif(torch.accelerator.is_available(), reason="checks a machine without an accelerator")
 SMOKE = ["--epochs", "1", "--batch-size", "4", "--device", "cpu", "--num-workers", "0"]
@@ -86,8 +87,8 @@ def test_a_device_this_machine_lacks_is_one_line(kind, tiny_config, capsys):
 
 def test_the_readmes_code_map_has_a_row_for_each_module_from_its_docstring():
     package = Path(cli.__file__).parent
-    rows = re.findall(r"^\| `(\w+\.py)` \| (.+) \|$", (package.parents[1] / "README.md").read_text(), re.MULTILINE)
-    modules = sorted(path.name for path in package.glob("*.py") if not path.name.startswith("_"))
+    rows = re.findall(r"^\| `([\w/]+\.py)` \| (.+) \|$", (package.parents[1] / "README.md").read_text(), re.M)
+    modules = sorted(path.relative_to(package).as_posix() for path in package.rglob("*.py") if path.name[0] != "_")
     assert [name for name, _ in rows] == modules
     for name, what in rows:
         docstring = " ".join((ast.get_docstring(ast.parse((package / name).read_text())) or "").split())

@@ -10,9 +10,10 @@ import torch
 from PIL import Image
 from torchvision.transforms import v2
 
-from {{ cookiecutter.package_name }} import data as data_module
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data import (
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.core.errors import DataError, UserError
+from {{ cookiecutter.package_name }}.data import pipeline
+from {{ cookiecutter.package_name }}.data.pipeline import (
     DOWNLOADABLE,
     Augmentation,
     DeviceLoader,
@@ -28,8 +29,7 @@ from {{ cookiecutter.package_name }}.data import (
     open_datasets,
     start_epoch,
 )
-from {{ cookiecutter.package_name }}.errors import DataError, UserError
-from {{ cookiecutter.package_name }}.train import resolve
+from {{ cookiecutter.package_name }}.training.train import resolve
 
 
 def test_synthetic_data_is_deterministic_from_the_seed():
@@ -256,7 +256,7 @@ def test_a_split_file_must_say_each_images_split(tmp_path, image_folder):
     (tmp_path / "split.csv").write_text("path,label\ntrain/cats/0.png,cats\n")
     cfg = TrainConfig(data=str(image_folder / "train"), split=str(tmp_path / "split.csv"))
     with pytest.raises(UserError, match="lacks the column.s. split"):
-        data_module.labelled_rows(cfg, training=True)
+        pipeline.labelled_rows(cfg, training=True)
 
 
 def test_the_summary_names_more_than_twenty_classes_and_each_unmeasured_one(tmp_path, capsys):
@@ -265,8 +265,8 @@ def test_the_summary_names_more_than_twenty_classes_and_each_unmeasured_one(tmp_
             self.dataset = types.SimpleNamespace(targets=targets, classes=classes)
 
     classes = [f"c{i}" for i in range(20)]
-    summary = data_module.Data(Loader(list(range(20)), classes), Loader(list(range(18)), classes), classes, None, None)
-    data_module.describe_data(summary, tmp_path)
+    summary = pipeline.Data(Loader(list(range(20)), classes), Loader(list(range(18)), classes), classes, None, None)
+    pipeline.describe_data(summary, tmp_path)
     captured = capsys.readouterr()
     assert " more" not in captured.out  # exactly LISTED_CLASSES: all listed
     assert captured.err == "warning: no validation images of c18, c19: nothing measures them\n"
@@ -298,7 +298,7 @@ def test_statistics_are_sampled_with_the_runs_seed(monkeypatch):
     seeds = []
     sampled = lambda dataset, seed: seeds.append(seed) or ([0.5] * 3, [1.0] * 3)  # noqa: E731
     monkeypatch.setattr(data_module, "compute_mean_std", sampled)
-    data_module.resolve_normalisation(TrainConfig(data="synthetic", image_size=32, seed=7))
+    pipeline.resolve_normalisation(TrainConfig(data="synthetic", image_size=32, seed=7))
     assert seeds == [7]
 
 

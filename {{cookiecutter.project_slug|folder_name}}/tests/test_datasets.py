@@ -23,9 +23,10 @@ from torch.utils.data.distributed import DistributedSampler
 from torchvision.transforms import v2
 
 import {{ cookiecutter.package_name }}
-from {{ cookiecutter.package_name }} import inference
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.data import (
+from {{ cookiecutter.package_name }}.core.errors import DataError, UserError
+from {{ cookiecutter.package_name }}.data.layouts import hold_out, read_class_folders, read_csv
+from {{ cookiecutter.package_name }}.data.pipeline import (
     Augmentation,
     DeviceLoader,
     build_data,
@@ -34,10 +35,9 @@ from {{ cookiecutter.package_name }}.data import (
     load_rgb,
     start_epoch,
 )
-from {{ cookiecutter.package_name }}.errors import DataError, UserError
-from {{ cookiecutter.package_name }}.inference import FlipAveraged, evaluate_run
-from {{ cookiecutter.package_name }}.layouts import hold_out, read_class_folders, read_csv
-from {{ cookiecutter.package_name }}.train import resolve, train
+from {{ cookiecutter.package_name }}.serving import inference
+from {{ cookiecutter.package_name }}.serving.inference import FlipAveraged, evaluate_run
+from {{ cookiecutter.package_name }}.training.train import resolve, train
 
 CPU = torch.device("cpu")
 COLOURS = {"cats": (200, 40, 40), "dogs": (40, 40, 200), "owls": (40, 200, 40)}
@@ -137,9 +137,9 @@ def test_a_worker_killed_while_the_loaders_stop_leaves_no_other_workers_running(
 
 LIBRARY_USE = """
 import torch
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data import build_data
-from {{ cookiecutter.package_name }}.train import resolve
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.data.pipeline import build_data
+from {{ cookiecutter.package_name }}.training.train import resolve
 
 config = resolve(TrainConfig(data="synthetic", num_workers=2, device="cpu", batch_size=8))
 data = build_data(config, torch.device("cpu"))  # held to the end, as a notebook holds it
@@ -467,12 +467,12 @@ def test_under_ddp_a_real_loader_gives_the_ranks_disjoint_shards_augmented_anew_
 ):
     # global batch 2: one image a batch on each rank, so that an image's augmentation is its own
     cfg = resolve(on(photos, tiny_config, batch_size=2, num_workers=1, augment="trivialaugment"))
-    monkeypatch.setattr({{ cookiecutter.package_name }}.data, "is_distributed", lambda: True)
-    monkeypatch.setattr({{ cookiecutter.package_name }}.data, "world_size", lambda: 2)
+    monkeypatch.setattr({{ cookiecutter.package_name }}.data.pipeline, "is_distributed", lambda: True)
+    monkeypatch.setattr({{ cookiecutter.package_name }}.data.pipeline, "world_size", lambda: 2)
     seen = []
     for rank in range(2):  # each rank's loader, as its process builds it (no process group: rank and world given)
         sampler = functools.partial(DistributedSampler, num_replicas=2, rank=rank)
-        monkeypatch.setattr({{ cookiecutter.package_name }}.data, "DistributedSampler", sampler)
+        monkeypatch.setattr({{ cookiecutter.package_name }}.data.pipeline, "DistributedSampler", sampler)
         seen.append(epochs_seen(cfg))
     shards = [[order for order, _ in epochs] for epochs in seen]
     for epoch in range(2):

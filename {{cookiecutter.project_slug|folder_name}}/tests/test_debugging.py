@@ -5,10 +5,10 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }} import profiling
-from {{ cookiecutter.package_name }} import train as train_module
-from {{ cookiecutter.package_name }}.errors import TrainingDiverged
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.core.errors import TrainingDiverged
+from {{ cookiecutter.package_name }}.training import profiling
+from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.training.train import train
 
 
 class NanGradient(torch.autograd.Function):

@@ -23,13 +23,15 @@ from conftest import NEUTRAL, PLAIN_STEP
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
-from {{ cookiecutter.package_name }} import data, distributed, engine
-from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.engine import evaluate, train_one_epoch
-from {{ cookiecutter.package_name }}.errors import DataError, TrainingDiverged, UserError
+from {{ cookiecutter.package_name }}.core import distributed
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.core.errors import DataError, TrainingDiverged, UserError
+from {{ cookiecutter.package_name }}.data import pipeline
 from {{ cookiecutter.package_name }}.models import build_model
+from {{ cookiecutter.package_name }}.training import engine
+from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.training.engine import evaluate, train_one_epoch
 
 CPU = torch.device("cpu")
 
@@ -46,14 +48,14 @@ def test_validation_shards_cover_every_image_exactly_once(monkeypatch, world, si
 
 def test_balanced_sampling_gives_each_rank_its_own_share_of_one_global_draw(monkeypatch):
     targets = [0] * 30 + [1] * 6 + [2]
-    monkeypatch.setattr(data, "rank", lambda: 0)
-    monkeypatch.setattr(data, "world_size", lambda: 1)
-    whole = list(data.BalancedSampler(targets, torch.Generator().manual_seed(0)))
+    monkeypatch.setattr(pipeline, "rank", lambda: 0)
+    monkeypatch.setattr(pipeline, "world_size", lambda: 1)
+    whole = list(pipeline.BalancedSampler(targets, torch.Generator().manual_seed(0)))
     shares = []
     for rank in range(2):  # every rank's loader generator starts from the same seed and moves in step
-        monkeypatch.setattr(data, "rank", lambda rank=rank: rank)
-        monkeypatch.setattr(data, "world_size", lambda: 2)
-        shares.append(list(data.BalancedSampler(targets, torch.Generator().manual_seed(0))))
+        monkeypatch.setattr(pipeline, "rank", lambda rank=rank: rank)
+        monkeypatch.setattr(pipeline, "world_size", lambda: 2)
+        shares.append(list(pipeline.BalancedSampler(targets, torch.Generator().manual_seed(0))))
     assert len(shares[0]) == len(shares[1]) == 19  # 37 draws padded to 38: equal steps on both ranks
     assert [index for pair in zip(*shares, strict=True) for index in pair][:37] == whole
     assert shares[0] != shares[1]
@@ -118,7 +120,7 @@ import os
 import signal
 
 if os.environ.get("RANK") == "1":
-    from {{ cookiecutter.package_name }} import train
+    from {{ cookiecutter.package_name }}.training import train
 
     training, epochs = train.train_one_epoch, []
 
@@ -182,7 +184,7 @@ if "RANK" in os.environ:
     import numpy as np
     import torch
 
-    from {{ cookiecutter.package_name }} import checkpoint, train
+    from {{ cookiecutter.package_name }}.training import checkpoint, train
 
     rank, seed_everything = int(os.environ["RANK"]), train.seed_everything
 
@@ -334,16 +336,16 @@ def test_every_run_in_a_process_group_agrees_over_one_cpu_group(one_rank_group):
 
 {% endif %}
 def test_each_split_of_a_distributed_job_gets_its_sampler(one_rank_group, monkeypatch):
-    dataset, generator = data.SyntheticImages(10, seed=0), torch.Generator()
-    train = data._sampler("train", dataset, TrainConfig(seed=5), generator)
+    dataset, generator = pipeline.SyntheticImages(10, seed=0), torch.Generator()
+    train = pipeline._sampler("train", dataset, TrainConfig(seed=5), generator)
     assert isinstance(train, torch.utils.data.DistributedSampler) and train.shuffle
     assert train.dataset is dataset and train.seed == 5  # every rank shuffles alike, each epoch anew
-    val = data._sampler("val", dataset, TrainConfig(), generator)
+    val = pipeline._sampler("val", dataset, TrainConfig(), generator)
     assert isinstance(val, distributed.ShardSampler) and list(val) == list(range(10))  # one rank: every image once
-    balanced = data._sampler("train", dataset, TrainConfig(sampler="balanced"), generator)
-    assert isinstance(balanced, data.BalancedSampler) and balanced.generator is generator
-    monkeypatch.setattr(data, "world_size", lambda: 3)  # three ranks share one draw of the ten images
-    assert len(data.BalancedSampler(dataset.targets, generator)) == 4
+    balanced = pipeline._sampler("train", dataset, TrainConfig(sampler="balanced"), generator)
+    assert isinstance(balanced, pipeline.BalancedSampler) and balanced.generator is generator
+    monkeypatch.setattr(pipeline, "world_size", lambda: 3)  # three ranks share one draw of the ten images
+    assert len(pipeline.BalancedSampler(dataset.targets, generator)) == 4
 
 
 def test_accumulation_all_reduces_once_per_group_not_per_batch(one_rank_group):
@@ -407,7 +409,7 @@ def _validation(folder: str) -> dict:
     cfg = TrainConfig(data=folder, image_size=16, batch_size=2, num_workers=0, mean=[0.5] * 3, std=[0.5] * 3)
     torch.manual_seed(0)
     model = build_model("small_cnn", 2)
-    return evaluate(model, data.build_data(cfg, CPU, train=False).val, CPU, num_classes=2)
+    return evaluate(model, pipeline.build_data(cfg, CPU, train=False).val, CPU, num_classes=2)
 
 
 def _rank_validates_its_share(rank: int, store: str, folder: str, out: str) -> None:
@@ -468,7 +470,7 @@ LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from Linux's /proc")
 def test_a_one_machine_job_listens_on_loopback_only(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[2]), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", "--device", "cpu"]
     command += ["--nproc", "2", "--epochs", "2", "--max-steps-per-epoch", "40", "--batch-size", "8"]
     command += ["--output-dir", str(tmp_path)]
@@ -607,7 +609,7 @@ def weights_and_metrics(run: Path) -> tuple:
 @pytest.mark.slow
 def test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly(slurm, tmp_path):
     script = Path(__file__).parents[1] / "scripts" / "slurm.sbatch"
-    source = str(Path(train_module.__file__).parents[1])
+    source = str(Path(train_module.__file__).parents[2])
     env = {**slurm, "PYTHONPATH": source, "OMP_NUM_THREADS": "1", "RUN_DIR": str(tmp_path / "run")}
     env["PORT"] = str(free_port())
     log, run, straight = Path(slurm["SHIM_LOG"]), tmp_path / "run", tmp_path / "straight"

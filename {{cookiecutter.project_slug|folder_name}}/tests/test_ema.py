@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.ema import build_ema
-from {{ cookiecutter.package_name }}.errors import UserError
-from {{ cookiecutter.package_name }}.inference import evaluate_run
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.core.errors import UserError
+from {{ cookiecutter.package_name }}.serving.inference import evaluate_run
+from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.training.train import train
+from {{ cookiecutter.package_name }}.tricks.ema import build_ema
 
 
 def test_each_update_follows_the_ema_formula_for_weights_and_batchnorm_statistics():
@@ -135,7 +135,7 @@ def test_the_average_and_its_counter_live_where_the_model_does():
 
 
 def test_the_decay_range_is_zero_included_to_one_excluded():
-    from {{ cookiecutter.package_name }}.config import TrainConfig
+    from {{ cookiecutter.package_name }}.core.config import TrainConfig
 
     assert TrainConfig(ema_decay=0.0).ema_decay == 0.0 and TrainConfig(ema_decay=0.9999).ema_decay == 0.9999
     for value in (-0.5, 1.0, 1.5):

@@ -12,8 +12,8 @@ import yaml
 from PIL import Image
 from torch import nn
 
-from {{ cookiecutter.package_name }} import train as train_module
 from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.training import train as train_module
 
 SMOKE = ["--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "4", "--device", "cpu"]
 
@@ -46,7 +46,7 @@ def break_folder(root, how: str):
 def test_a_bad_image_read_by_a_worker_ends_the_process_with_one_line(image_folder, tmp_path):
     """Workers ignore SIGTERM (the run stops them itself): after the error the process must still exit."""
     (image_folder / "val" / "cats" / "0.png").write_bytes(b"\x89PNG but not really")
-    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[2]), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", "--data", str(image_folder)]
     command += ["--image-size", "16", "--num-workers", "1", *SMOKE, "--output-dir", str(tmp_path / "r")]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
@@ -87,7 +87,7 @@ def test_data_workers_stopped_after_an_error_are_not_reported_as_failed_workers(
         "time.sleep(0.5)  # a pending handler would raise here: DataLoader worker (pid ...) is killed by signal\n"
         "print(len(multiprocessing.active_children()))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(Path(train_module.__file__).parents[2]), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "0", done.stderr[-2000:]
 

@@ -19,17 +19,17 @@ from conftest import listing
 from filelock import FileLock
 from PIL import Image
 
-{% if cookiecutter.use_checkpointing %}
-from {{ cookiecutter.package_name }} import checkpoint
-{% endif %}
-from {{ cookiecutter.package_name }} import export as export_module
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.config import EXPORT_FORMATS, EXPORT_TOLERANCE, TrainConfig
-from {{ cookiecutter.package_name }}.data import build_data, build_transform
-from {{ cookiecutter.package_name }}.deployed import load_exported, preprocessing, sidecar_path
-from {{ cookiecutter.package_name }}.export import describe, export_model
-from {{ cookiecutter.package_name }}.inference import load_run
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.core.config import EXPORT_FORMATS, EXPORT_TOLERANCE, TrainConfig
+from {{ cookiecutter.package_name }}.data.pipeline import build_data, build_transform
+from {{ cookiecutter.package_name }}.serving import export as export_module
+from {{ cookiecutter.package_name }}.serving.deployed import load_exported, preprocessing, sidecar_path
+from {{ cookiecutter.package_name }}.serving.export import describe, export_model
+from {{ cookiecutter.package_name }}.serving.inference import load_run
+{% if cookiecutter.use_checkpointing %}
+from {{ cookiecutter.package_name }}.training import checkpoint
+{% endif %}
+from {{ cookiecutter.package_name }}.training.train import train
 
 CPU = torch.device("cpu")
 FORMATS = list(EXPORT_FORMATS)

@@ -10,9 +10,9 @@ import torch
 from torchvision.models.feature_extraction import get_graph_node_names
 
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.data import build_data
-from {{ cookiecutter.package_name }}.inference import load_run
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.data.pipeline import build_data
+from {{ cookiecutter.package_name }}.serving.inference import load_run
+from {{ cookiecutter.package_name }}.training.train import train
 
 
 def test_features_of_the_last_layer_are_the_model_outputs(tiny_config, tmp_path, capsys):

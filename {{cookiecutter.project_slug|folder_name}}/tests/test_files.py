@@ -3,7 +3,7 @@ import os
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.files import replacing, save, write_text
+from {{ cookiecutter.package_name }}.core.files import replacing, save, write_text
 
 
 def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path):
@@ -26,8 +26,8 @@ def test_written_files_get_the_usual_permissions(tmp_path):
 def test_a_failed_write_names_the_file_and_the_reason_in_one_line():
     from pathlib import Path
 
-    from {{ cookiecutter.package_name }}.errors import OutputError
-    from {{ cookiecutter.package_name }}.files import cannot_write
+    from {{ cookiecutter.package_name }}.core.errors import OutputError
+    from {{ cookiecutter.package_name }}.core.files import cannot_write
 
     full = cannot_write(Path("out/model.pt"), OSError(28, "No space left on device"))
     assert isinstance(full, OutputError) and full.exit_code == 5
@@ -56,14 +56,14 @@ def test_the_advice_on_a_failed_write_fits_its_reason(code, advice):
     import errno
     from pathlib import Path
 
-    from {{ cookiecutter.package_name }}.files import cannot_write
+    from {{ cookiecutter.package_name }}.core.files import cannot_write
 
     number = getattr(errno, code)
     assert str(cannot_write(Path("out/x"), OSError(number, os.strerror(number)))).endswith(f"); {advice}")
 
 
 def test_a_missing_folder_or_a_folder_in_the_way_is_said_so(tmp_path):
-    from {{ cookiecutter.package_name }}.errors import OutputError
+    from {{ cookiecutter.package_name }}.core.errors import OutputError
 
     with pytest.raises(OutputError, match=r"\(No such file or directory\); create the missing folder or pick another$"):
         write_text(tmp_path / "missing" / "x.csv", "x")
@@ -74,7 +74,7 @@ def test_a_missing_folder_or_a_folder_in_the_way_is_said_so(tmp_path):
 
 
 def test_own_folder_creates_missing_parents_and_accepts_an_existing_folder(tmp_path):
-    from {{ cookiecutter.package_name }}.files import own_folder
+    from {{ cookiecutter.package_name }}.core.files import own_folder
 
     target = tmp_path / "a" / "b" / "c"
     assert own_folder(target) == target and target.is_dir()
@@ -83,7 +83,7 @@ def test_own_folder_creates_missing_parents_and_accepts_an_existing_folder(tmp_p
 
 
 def test_own_folder_replaces_a_planted_link_by_a_real_folder_unless_told_not_to(tmp_path):
-    from {{ cookiecutter.package_name }}.files import own_folder
+    from {{ cookiecutter.package_name }}.core.files import own_folder
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -100,8 +100,8 @@ def test_own_folder_replaces_a_planted_link_by_a_real_folder_unless_told_not_to(
 
 
 def test_own_folder_that_cannot_be_made_is_an_output_error_naming_it(tmp_path):
-    from {{ cookiecutter.package_name }}.errors import OutputError
-    from {{ cookiecutter.package_name }}.files import own_folder
+    from {{ cookiecutter.package_name }}.core.errors import OutputError
+    from {{ cookiecutter.package_name }}.core.files import own_folder
 
     (tmp_path / "a_file").write_text("not a folder")
     target = tmp_path / "a_file" / "run"
@@ -111,7 +111,7 @@ def test_own_folder_that_cannot_be_made_is_an_output_error_naming_it(tmp_path):
 
 
 def test_a_torch_save_that_fails_is_one_line_naming_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
-    from {{ cookiecutter.package_name }}.errors import OutputError
+    from {{ cookiecutter.package_name }}.core.errors import OutputError
 
     target = tmp_path / "model.pt"
     save({"x": torch.zeros(1)}, target)

@@ -4,11 +4,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.errors import UserError
-from {{ cookiecutter.package_name }}.freezing import freeze
+from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.models import SmallCNN
-from {{ cookiecutter.package_name }}.optim import build_optimizer
-from {{ cookiecutter.package_name }}.train import resolve, train
+from {{ cookiecutter.package_name }}.training.optim import build_optimizer
+from {{ cookiecutter.package_name }}.training.train import resolve, train
+from {{ cookiecutter.package_name }}.tricks.freezing import freeze
 
 
 def test_frozen_weights_and_bn_statistics_stay_bitwise_unchanged(tiny_config, capsys):

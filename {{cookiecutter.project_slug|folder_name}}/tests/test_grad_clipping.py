@@ -5,10 +5,10 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }}.data import build_data
-from {{ cookiecutter.package_name }}.engine import train_one_epoch
+from {{ cookiecutter.package_name }}.data.pipeline import build_data
 from {{ cookiecutter.package_name }}.models import SmallCNN
-from {{ cookiecutter.package_name }}.train import resolve, train
+from {{ cookiecutter.package_name }}.training.engine import train_one_epoch
+from {{ cookiecutter.package_name }}.training.train import resolve, train
 
 CPU = torch.device("cpu")
 PRECISIONS = [

@@ -4,9 +4,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.errors import UserError
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.core.errors import UserError
+from {{ cookiecutter.package_name }}.training.train import train
 
 
 def reference_loss(logits: torch.Tensor, targets: torch.Tensor, eps: float) -> torch.Tensor:

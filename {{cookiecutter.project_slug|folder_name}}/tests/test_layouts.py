@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.errors import DataError
-from {{ cookiecutter.package_name }}.layouts import (
+from {{ cookiecutter.package_name }}.core.errors import DataError
+from {{ cookiecutter.package_name }}.data.layouts import (
     LabelledFiles,
     check_class_names,
     hold_out,

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.metrics import (
+from {{ cookiecutter.package_name }}.reports.metrics import (
     confusion_matrix,
     per_class_report,
     write_confusion_csv,

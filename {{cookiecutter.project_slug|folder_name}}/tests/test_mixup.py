@@ -8,13 +8,13 @@ from conftest import NEUTRAL, PLAIN_STEP
 from torch import nn
 from torchvision.transforms import v2
 
-from {{ cookiecutter.package_name }} import train as train_module
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data import build_data
-from {{ cookiecutter.package_name }}.engine import train_one_epoch
-from {{ cookiecutter.package_name }}.errors import UserError
-from {{ cookiecutter.package_name }}.mixup import build_mix
-from {{ cookiecutter.package_name }}.train import resolve, train
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.core.errors import UserError
+from {{ cookiecutter.package_name }}.data.pipeline import build_data
+from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.training.engine import train_one_epoch
+from {{ cookiecutter.package_name }}.training.train import resolve, train
+from {{ cookiecutter.package_name }}.tricks.mixup import build_mix
 
 
 class FixedBeta:

@@ -9,9 +9,8 @@ from conftest import NEUTRAL
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from {{ cookiecutter.package_name }} import train as train_module
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.errors import UserError
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.models import (
     SmallCNN,
     build_model,
@@ -22,7 +21,8 @@ from {{ cookiecutter.package_name }}.models import (
     read_weights,
     weights_file,
 )
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.training.train import train
 
 
 def test_small_cnn_maps_images_to_logits():

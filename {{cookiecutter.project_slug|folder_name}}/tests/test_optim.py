@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.optim import (
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.training.optim import (
     L1Penalty,
     build_optimizer,
     build_scheduler,

@@ -8,9 +8,9 @@ from PIL import Image
 from sklearn import metrics as sklearn_metrics
 
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.metrics import confusion_matrix, per_class_report, write_confusion_csv
-from {{ cookiecutter.package_name }}.plots import confusion_figure, learning_curves, save
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.reports.metrics import confusion_matrix, per_class_report, write_confusion_csv
+from {{ cookiecutter.package_name }}.reports.plots import confusion_figure, learning_curves, save
+from {{ cookiecutter.package_name }}.training.train import train
 
 
 def read_csv(path):
@@ -174,7 +174,7 @@ def test_each_evaluated_path_gets_its_own_evaluation_folder_beside_the_weights(t
     import os
     from pathlib import Path
 
-    from {{ cookiecutter.package_name }}.inference import default_evaluation_dir
+    from {{ cookiecutter.package_name }}.serving.inference import default_evaluation_dir
 
     weights = str(tmp_path / "run" / "model.pt")
     first = default_evaluation_dir(weights, str(tmp_path / "a" / "test"), tta=False)
@@ -192,8 +192,8 @@ def test_each_evaluated_path_gets_its_own_evaluation_folder_beside_the_weights(t
 
 
 def test_a_missing_or_imageless_path_to_predict_on_is_named(tmp_path):
-    from {{ cookiecutter.package_name }}.errors import DataError
-    from {{ cookiecutter.package_name }}.predictions import image_files
+    from {{ cookiecutter.package_name }}.core.errors import DataError
+    from {{ cookiecutter.package_name }}.serving.predictions import image_files
 
     with pytest.raises(DataError) as raised:
         image_files([str(tmp_path / "nowhere.png")])
@@ -205,7 +205,7 @@ def test_a_missing_or_imageless_path_to_predict_on_is_named(tmp_path):
 
 
 def test_predicting_on_several_folders_takes_the_images_of_each(tmp_path):
-    from {{ cookiecutter.package_name }}.predictions import image_files
+    from {{ cookiecutter.package_name }}.serving.predictions import image_files
 
     for name in ("one/b.png", "one/a.png", "two/c.jpg", "two/notes.txt", "three.png"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
@@ -216,7 +216,7 @@ def test_predicting_on_several_folders_takes_the_images_of_each(tmp_path):
 
 
 def test_evaluate_uses_the_class_names_the_weights_carry_and_warns_when_classes_txt_differs(tiny_config, capsys):
-    from {{ cookiecutter.package_name }}.inference import evaluate_run
+    from {{ cookiecutter.package_name }}.serving.inference import evaluate_run
 
     train(tiny_config)
     run = tiny_config.output_dir
@@ -235,9 +235,9 @@ def test_evaluate_uses_the_class_names_the_weights_carry_and_warns_when_classes_
 
 
 def test_evaluate_refuses_what_does_not_fit_the_run_in_one_line_each(tiny_config, tmp_path, image_folder):
-    from {{ cookiecutter.package_name }}.errors import UserError
-    from {{ cookiecutter.package_name }}.inference import evaluate_run
-    from {{ cookiecutter.package_name }}.predictions import image_files
+    from {{ cookiecutter.package_name }}.core.errors import UserError
+    from {{ cookiecutter.package_name }}.serving.inference import evaluate_run
+    from {{ cookiecutter.package_name }}.serving.predictions import image_files
 
     cpu = torch.device("cpu")
     train(replace(tiny_config, hflip=False))
@@ -262,7 +262,7 @@ def test_evaluate_refuses_what_does_not_fit_the_run_in_one_line_each(tiny_config
 
 
 def test_an_evaluation_with_tta_gets_its_own_folder_named_after_the_data(tiny_config, tmp_path):
-    from {{ cookiecutter.package_name }}.inference import evaluate_run
+    from {{ cookiecutter.package_name }}.serving.inference import evaluate_run
 
     train(tiny_config)
     evaluate_run(str(tmp_path / "run" / "model.pt"), torch.device("cpu"), tta=True)

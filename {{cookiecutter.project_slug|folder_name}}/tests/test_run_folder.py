@@ -14,9 +14,9 @@ from conftest import listing
 from PIL import Image
 
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.files import LOCK_FILE
-from {{ cookiecutter.package_name }}.inference import default_evaluation_dir
-from {{ cookiecutter.package_name }}.run_folder import RunFolder, releasing_run_folders
+from {{ cookiecutter.package_name }}.core.files import LOCK_FILE
+from {{ cookiecutter.package_name }}.core.run_folder import RunFolder, releasing_run_folders
+from {{ cookiecutter.package_name }}.serving.inference import default_evaluation_dir
 
 SMOKE = ["--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "16", "--device", "cpu", "--no-plots"]
 SMOKE += ["--model", "small_cnn"]  # whatever the default: the layer `fc` below is its
@@ -58,7 +58,7 @@ for module in pkgutil.walk_packages({{ cookiecutter.package_name }}.__path__, "{
     if module.name != "{{ cookiecutter.package_name }}.__main__":  # it would run the command line
         importlib.import_module(module.name)
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.files import hold
+from {{ cookiecutter.package_name }}.core.files import hold
 args = ["train", *sys.argv[1:]]
 first = main(args)
 held = hold(sys.argv[-1])  # as a run in another process holds the folder

@@ -5,9 +5,9 @@ import torch
 from conftest import NEUTRAL, PLAIN_STEP
 from torch import nn
 
-from {{ cookiecutter.package_name }} import train as train_module
-from {{ cookiecutter.package_name }}.engine import train_one_epoch
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.training.engine import train_one_epoch
+from {{ cookiecutter.package_name }}.training.train import train
 
 
 def no_batchnorm_model(name, classes, *rest):

@@ -13,11 +13,11 @@ from PIL import Image
 
 from {{ cookiecutter.package_name }} import models
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.errors import ModelError
-from {{ cookiecutter.package_name }}.inference import evaluate_run, extract_features, predict
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.core.errors import ModelError
 from {{ cookiecutter.package_name }}.models import build_model, checkpoint_activations
-from {{ cookiecutter.package_name }}.train import resolve, train
+from {{ cookiecutter.package_name }}.serving.inference import evaluate_run, extract_features, predict
+from {{ cookiecutter.package_name }}.training.train import resolve, train
 
 CPU = torch.device("cpu")
 TINY = "timm/test_resnet"  # timm's own test model: a ResNet of 0.4 M parameters
@@ -124,7 +124,7 @@ def test_sync_bn_keeps_the_activation_of_timms_batchnorm(monkeypatch):
     is kept as a child but never called."""
     import copy
 
-    from {{ cookiecutter.package_name }} import sync_bn
+    from {{ cookiecutter.package_name }}.tricks import sync_bn
 
     monkeypatch.setattr(sync_bn, "is_distributed_cuda", lambda device: True)
     model = build_model("timm/test_efficientnet", 3).eval()

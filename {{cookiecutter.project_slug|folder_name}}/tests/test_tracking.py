@@ -58,19 +58,19 @@ from mlflow import MlflowClient
 from wandb.proto import wandb_internal_pb2
 {% endif %}
 
-from {{ cookiecutter.package_name }} import tracking
-{% if cookiecutter.tracker in ("mlflow", "wandb") %}
-from {{ cookiecutter.package_name }} import train as train_module
-{% endif %}
 {% if cookiecutter.tracker == "mlflow" %}
 {% if cookiecutter.use_distributed %}
 from {{ cookiecutter.package_name }}.cli import main
 {% endif %}
-from {{ cookiecutter.package_name }}.config import make_config
+from {{ cookiecutter.package_name }}.core.config import make_config
 {% endif %}
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.reports import tracking
+{% if cookiecutter.tracker in ("mlflow", "wandb") %}
+from {{ cookiecutter.package_name }}.training import train as train_module
+{% endif %}
+from {{ cookiecutter.package_name }}.training.train import train
 {% if cookiecutter.tracker == "mlflow" %}
-from {{ cookiecutter.package_name }}.tune import tune
+from {{ cookiecutter.package_name }}.training.tune import tune
 
 EXPERIMENT = "{{ cookiecutter.project_slug | escaped }}"  # the project's experiment: --experiment's default
 # what each epoch logs (metrics.csv's columns but the epoch), by the names the MLflow UI shows
@@ -446,9 +446,9 @@ def test_the_store_mlflow_tracking_uri_names_is_the_runs(tiny_config, tmp_path, 
 TOGETHER = """
 import json, sys, time
 from pathlib import Path
-from {{ cookiecutter.package_name }} import tracking
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.reports import tracking
+from {{ cookiecutter.package_name }}.training.train import train
 
 meeting, name, cfg = Path(sys.argv[1]), sys.argv[2], TrainConfig(**json.loads(sys.argv[3]))
 start = tracking.Tracker.start
@@ -469,7 +469,7 @@ train(cfg)
 def test_two_runs_starting_together_in_a_new_store_are_both_tracked(tracked, tmp_path):
     meeting = tmp_path / "meeting"
     meeting.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(Path(tracking.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(Path(tracking.__file__).parents[2]), "OMP_NUM_THREADS": "1"}
     runs = {}
     for name in ("one", "two"):  # both open the store at the same moment, before it exists
         cfg = json.dumps(dataclasses.asdict(replace(tracked, output_dir=str(tmp_path / name))))

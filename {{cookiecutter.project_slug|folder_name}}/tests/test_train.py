@@ -8,14 +8,14 @@ import yaml
 from conftest import PLAIN_STEP
 from torch import nn
 
-from {{ cookiecutter.package_name }} import engine
-from {{ cookiecutter.package_name }}.config import TrainConfig, load_config_file, make_config
-from {{ cookiecutter.package_name }}.data import SyntheticImages
-from {{ cookiecutter.package_name }}.errors import UserError
-from {{ cookiecutter.package_name }}.metrics import confusion_matrix, per_class_report
+from {{ cookiecutter.package_name }}.core.config import TrainConfig, load_config_file, make_config
+from {{ cookiecutter.package_name }}.core.errors import UserError
+from {{ cookiecutter.package_name }}.data.pipeline import SyntheticImages
 from {{ cookiecutter.package_name }}.models import SmallCNN, build_model
-from {{ cookiecutter.package_name }}.optim import L1Penalty, build_optimizer, warmup_cosine
-from {{ cookiecutter.package_name }}.train import train
+from {{ cookiecutter.package_name }}.reports.metrics import confusion_matrix, per_class_report
+from {{ cookiecutter.package_name }}.training import engine
+from {{ cookiecutter.package_name }}.training.optim import L1Penalty, build_optimizer, warmup_cosine
+from {{ cookiecutter.package_name }}.training.train import train
 
 
 def read_metrics(run_dir):
@@ -60,7 +60,7 @@ AVERAGES = {"micro avg", "macro avg", "weighted avg"}
 
 def test_the_last_line_names_the_file_that_holds_each_figure(tiny_config, tmp_path, capsys, monkeypatch):
     """Epoch 1 validates best: its figure belongs to {{ 'best.pt' if cookiecutter.use_checkpointing else 'no file' }}, model.pt's to epoch 2."""
-    from {{ cookiecutter.package_name }} import train as train_module
+    from {{ cookiecutter.package_name }}.training import train as train_module
 
     epochs_done, evaluate = [], train_module.evaluate
     scripted = lambda *args: evaluate(*args) | {"val_acc": 0.25 if epochs_done else 0.75}  # noqa: E731
@@ -181,21 +181,21 @@ def test_progress_shows_as_a_bar_in_a_terminal_and_as_lines_elsewhere(capsys, mo
 
 
 def test_synthetic_splits_have_their_sizes_and_seeds():
-    from {{ cookiecutter.package_name }} import data
+    from {{ cookiecutter.package_name }}.data import pipeline
 
-    train_set, val_set = (data._open_fixed("synthetic", "unused", split, seed=5) for split in ("train", "val"))
-    assert (len(train_set), len(val_set)) == (data.SYNTHETIC_TRAIN, data.SYNTHETIC_VAL) == (2048, 512)
+    train_set, val_set = (pipeline._open_fixed("synthetic", "unused", split, seed=5) for split in ("train", "val"))
+    assert (len(train_set), len(val_set)) == (pipeline.SYNTHETIC_TRAIN, pipeline.SYNTHETIC_VAL) == (2048, 512)
     assert torch.equal(train_set.images, SyntheticImages(2048, seed=5).images)
     assert torch.equal(val_set.images, SyntheticImages(512, seed=6).images)  # its own stream, the seed's next
 
 
 def test_a_downloadable_dataset_goes_into_data_root(monkeypatch):
-    from {{ cookiecutter.package_name }} import data
+    from {{ cookiecutter.package_name }}.data import pipeline
 
     calls = []
-    monkeypatch.setitem(data.DOWNLOADABLE, "mnist", lambda *args, **kwargs: calls.append((args, kwargs)) or "opened")
-    assert data._open_fixed("mnist", "/somewhere/data", "train", 0) == "opened"
-    assert data._open_fixed("mnist", "/somewhere/data", "val", 0) == "opened"
+    monkeypatch.setitem(pipeline.DOWNLOADABLE, "mnist", lambda *args, **kwargs: calls.append((args, kwargs)) or "opened")
+    assert pipeline._open_fixed("mnist", "/somewhere/data", "train", 0) == "opened"
+    assert pipeline._open_fixed("mnist", "/somewhere/data", "val", 0) == "opened"
     assert calls == [(("/somewhere/data",), {"train": True, "download": True})] + [
         (("/somewhere/data",), {"train": False, "download": True})
     ]
@@ -204,8 +204,8 @@ def test_a_downloadable_dataset_goes_into_data_root(monkeypatch):
 def test_loaders_follow_the_config_transforms_weights_and_memory_pinning():
     from torchvision.transforms import v2
 
-    from {{ cookiecutter.package_name }}.data import build_data, inverse_frequency
-    from {{ cookiecutter.package_name }}.runtime import seed_worker
+    from {{ cookiecutter.package_name }}.core.runtime import seed_worker
+    from {{ cookiecutter.package_name }}.data.pipeline import build_data, inverse_frequency
 
     base = TrainConfig(data="synthetic", image_size=32, batch_size=4, num_workers=0, mean=[0.5] * 3, std=[0.25] * 3)
     on = build_data(replace(base, hflip=True, random_erasing=0.5, class_weights="auto"), torch.device("cpu"))
@@ -227,7 +227,7 @@ def test_loaders_follow_the_config_transforms_weights_and_memory_pinning():
 def test_photos_are_validated_on_a_centre_crop_of_the_image_resized_to_8_7_of_it():
     from torchvision.transforms import v2
 
-    from {{ cookiecutter.package_name }}.data import build_transform
+    from {{ cookiecutter.package_name }}.data.pipeline import build_transform
 
     sizes = {}
     for source in ("some/folder", "synthetic"):
@@ -238,7 +238,7 @@ def test_photos_are_validated_on_a_centre_crop_of_the_image_resized_to_8_7_of_it
 
 
 def test_the_balanced_sampler_draws_from_the_loaders_generator_only():
-    from {{ cookiecutter.package_name }}.data import BalancedSampler
+    from {{ cookiecutter.package_name }}.data.pipeline import BalancedSampler
 
     targets = [0] * 6 + [1] * 2
     draws = []
@@ -251,7 +251,7 @@ def test_the_balanced_sampler_draws_from_the_loaders_generator_only():
 def test_the_data_summary_lists_the_classes_and_counts_the_rest(tmp_path, capsys):
     from torch.utils.data import DataLoader
 
-    from {{ cookiecutter.package_name }}.data import Data, describe_data
+    from {{ cookiecutter.package_name }}.data.pipeline import Data, describe_data
 
     class Labels(torch.utils.data.Dataset):
         def __init__(self, targets, classes):
@@ -268,8 +268,8 @@ def test_the_data_summary_lists_the_classes_and_counts_the_rest(tmp_path, capsys
 
 
 def test_data_that_leaves_a_split_empty_is_refused_naming_it(tmp_path):
-    from {{ cookiecutter.package_name }}.data import open_datasets
-    from {{ cookiecutter.package_name }}.errors import DataError
+    from {{ cookiecutter.package_name }}.core.errors import DataError
+    from {{ cookiecutter.package_name }}.data.pipeline import open_datasets
 
     for name in ("a.png", "b.png"):
         (tmp_path / name).write_bytes(b"")
@@ -281,9 +281,9 @@ def test_data_that_leaves_a_split_empty_is_refused_naming_it(tmp_path):
 
 
 def test_normalisation_is_the_given_one_that_of_pretrained_weights_or_the_datas_own(tmp_path):
-    from {{ cookiecutter.package_name }}.data import compute_mean_std
+    from {{ cookiecutter.package_name }}.data.pipeline import compute_mean_std
     from {{ cookiecutter.package_name }}.models import IMAGENET_MEAN, IMAGENET_STD
-    from {{ cookiecutter.package_name }}.train import resolve
+    from {{ cookiecutter.package_name }}.training.train import resolve
 
     run = str(tmp_path / "run")
     given = resolve(
@@ -357,7 +357,7 @@ def test_the_loops_figures_are_exact_sums_kept_on_the_device_it_is_given(tiny_co
 
 
 def test_workers_default_to_some_for_photos_and_gpus_and_none_for_synthetic_images_on_a_cpu(monkeypatch):
-    from {{ cookiecutter.package_name }}.train import _default_workers
+    from {{ cookiecutter.package_name }}.training.train import _default_workers
 
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert _default_workers(TrainConfig(data="synthetic", device="cpu")) == 0  # workers would only add copies

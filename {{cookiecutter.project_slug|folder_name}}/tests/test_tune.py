@@ -19,13 +19,13 @@ import torch
 import yaml
 from conftest import listing
 
-from {{ cookiecutter.package_name }} import tune as tune_module
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.config import make_config
-from {{ cookiecutter.package_name }}.errors import DataError, OutputError, UserError
-from {{ cookiecutter.package_name }}.files import unlock
-from {{ cookiecutter.package_name }}.train import train
-from {{ cookiecutter.package_name }}.tune import STUDY, load_space, tune
+from {{ cookiecutter.package_name }}.core.config import make_config
+from {{ cookiecutter.package_name }}.core.errors import DataError, OutputError, UserError
+from {{ cookiecutter.package_name }}.core.files import unlock
+from {{ cookiecutter.package_name }}.training import tune as tune_module
+from {{ cookiecutter.package_name }}.training.train import train
+from {{ cookiecutter.package_name }}.training.tune import STUDY, load_space, tune
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 
@@ -313,7 +313,7 @@ def test_a_stop_signal_as_a_trial_is_set_up_stops_that_trial_before_its_first_st
     """Between tune's check and the trial's own handlers, the request is handed on: the trial does not train."""
     import signal
 
-    from {{ cookiecutter.package_name }} import train as train_module
+    from {{ cookiecutter.package_name }}.training import train as train_module
 
     space, folder = space_file(tmp_path, "lr: [0.05]\n"), Path(searched.output_dir)
 
@@ -335,7 +335,7 @@ def test_a_stop_signal_as_a_trial_is_set_up_stops_that_trial_before_its_first_st
 def test_a_stop_signal_as_the_last_trial_ends_lets_the_search_write_its_report(searched, tmp_path, capsys):
     import signal
 
-    from {{ cookiecutter.package_name }} import train as train_module
+    from {{ cookiecutter.package_name }}.training import train as train_module
 
     space = space_file(tmp_path, "lr: [0.05, 0.1]\n")
     save_results, calls = train_module._save_results, []

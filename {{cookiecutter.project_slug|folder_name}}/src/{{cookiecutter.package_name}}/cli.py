@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from .config import (
+from .core.config import (
     DEVICES,
     EXPORT_FORMATS,
     EXPORT_TOLERANCE,
@@ -17,7 +17,7 @@ from .config import (
     add_config_arguments,
     make_config,
 )
-from .errors import UserError, one_line
+from .core.errors import UserError, one_line
 
 # torch, torchvision and matplotlib take seconds to import: they are imported once a command runs (in `run`),
 # so that --help and a bad flag answer at once.
@@ -107,27 +107,27 @@ def run(args: argparse.Namespace, argv: list[str]) -> None:
 def run(args: argparse.Namespace) -> None:
 {% endif %}
     if args.command == "predict" and args.model_file:  # an exported file: no model definition of this repo is needed
-        from .deployed import predict_exported
+        from .serving.deployed import predict_exported
 
         if args.tta:
             raise UserError("--tta works with --weights; an exported file is run as it is")
         predict_exported(args.model_file, args.images, args.output, args.top_k)
         return
     if args.command == "export":
-        from .export import export_model
+        from .serving.export import export_model
 
         export_model(args.weights, args.format, args.output, args.tolerance)
         return
 {% if cookiecutter.use_distributed %}
-    from .distributed import teardown
+    from .core.distributed import teardown
 {% endif %}
-    from .inference import evaluate_run, extract_features, predict
-    from .plots import plot_run
-    from .runtime import explaining_nondeterministic_kernels, resolve_device, select_gpus
-    from .train import train
+    from .core.runtime import explaining_nondeterministic_kernels, resolve_device, select_gpus
+    from .reports.plots import plot_run
+    from .serving.inference import evaluate_run, extract_features, predict
+    from .training.train import train
 
     if args.command == "tune":
-        from .tune import tune
+        from .training.tune import tune
 
         search = ("space", "trials", "timeout", "startup_trials")
         values = {k: v for k, v in vars(args).items() if k not in ("command", "debug", "config", *search)}
@@ -186,8 +186,8 @@ def run(args: argparse.Namespace) -> None:
 {% if cookiecutter.use_distributed %}
 def _started_in_workers(cfg, argv: list[str]) -> bool:
     """Select the GPUs and, when the command wants several processes and is not one of them, run it in them."""
-    from .distributed import launch, launched, workers_wanted
-    from .runtime import select_gpus
+    from .core.distributed import launch, launched, workers_wanted
+    from .core.runtime import select_gpus
 
     if launched():  # torchrun's workers inherit the launcher's CUDA_VISIBLE_DEVICES
         return False
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
 {% if cookiecutter.use_distributed %}
         if "LOCAL_RANK" in os.environ:  # a worker of torchrun or --nproc
-            from .distributed import worker_failed
+            from .core.distributed import worker_failed
 
             return worker_failed(exc)
 {% endif %}
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if args.debug or "LOCAL_RANK" not in os.environ:
             raise
-        from .distributed import lost_connection, worker_failed
+        from .core.distributed import lost_connection, worker_failed
 
         if not lost_connection(exc):
             raise

@@ -14,7 +14,7 @@ import torchvision
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .errors import ModelError, load_failure, state_dict_mismatch
+from .core.errors import ModelError, load_failure, state_dict_mismatch
 
 BUILTIN = "small_cnn"
 TIMM = "timm/"  # --model timm/<name>: any of timm's classifiers, an optional extra

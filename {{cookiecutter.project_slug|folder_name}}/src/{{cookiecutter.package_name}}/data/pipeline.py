@@ -28,9 +28,11 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 {% if cookiecutter.use_distributed %}
-from .distributed import ShardSampler, is_distributed, local_main_first, rank, world_size
+from ..core.distributed import ShardSampler, is_distributed, local_main_first, rank, world_size
 {% endif %}
-from .errors import DataError
+from ..core.errors import DataError
+from ..core.runtime import seed_worker
+from ..reports.metrics import write_csv
 from .layouts import (
     SPLITS,
     LabelledFiles,
@@ -41,8 +43,6 @@ from .layouts import (
     read_csv,
     write_split,
 )
-from .metrics import write_csv
-from .runtime import seed_worker
 
 try:  # JPEGs straight to tensors: deprecated since torchvision 0.29 (for TorchCodec); without it, Pillow decodes
     from torchvision.io import ImageReadMode, decode_jpeg

@@ -41,15 +41,15 @@ from urllib.parse import quote
 import yaml
 from filelock import FileLock
 
+from ..core.config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce, saved_fields
+{% if ddp %}
+from ..core.distributed import broadcast, is_main, setup, world_size
+{% endif %}
+from ..core.errors import OutputError, TrainingDiverged, UserError, first_line, one_line
+from ..core.files import LOCK_FILE, cannot_write, hold, unlock, write_text
 {% if ckpt %}
 from .checkpoint import GracefulStop
 {% endif %}
-from .config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce, saved_fields
-{% if ddp %}
-from .distributed import broadcast, is_main, setup, world_size
-{% endif %}
-from .errors import OutputError, TrainingDiverged, UserError, first_line, one_line
-from .files import LOCK_FILE, cannot_write, hold, unlock, write_text
 from .train import train
 
 STUDY = "tune"  # the study's name in study.db

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from .files import replacing
+from ..core.files import replacing
 
 
 def confusion_matrix(targets: torch.Tensor, predictions: torch.Tensor, num_classes: int) -> torch.Tensor:

@@ -51,10 +51,10 @@ from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
 from torch.utils.tensorboard import SummaryWriter
 
 {% endif %}
-from .config import saved_fields
-from .errors import first_line
+from ..core.config import saved_fields
+from ..core.errors import first_line
 {% if cookiecutter.tracker in ("tensorboard", "wandb") %}
-from .files import own_folder
+from ..core.files import own_folder
 {% endif %}
 {% if cookiecutter.tracker == "tensorboard" %}
 from .plots import confusion_figure

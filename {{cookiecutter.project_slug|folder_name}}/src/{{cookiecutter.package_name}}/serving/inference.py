@@ -16,20 +16,20 @@ import numpy as np
 import torch
 from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
 
+from ..core.config import TrainConfig, load_config_file
+from ..core.errors import DataError, ModelError, UserError
+from ..core.files import own_folder, replacing
+from ..data.pipeline import build_data, build_transform
+from ..models import build_model, load_weights
+from ..reports.metrics import write_reports
+from ..reports.plots import plot_run
 {% if cookiecutter.use_amp %}
-from .amp import resolve_precision
+from ..training.amp import resolve_precision
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
-from .checkpoint import SCRIPT
+from ..training.checkpoint import SCRIPT
 {% endif %}
-from .config import TrainConfig, load_config_file
-from .data import build_data, build_transform
-from .engine import evaluate
-from .errors import DataError, ModelError, UserError
-from .files import own_folder, replacing
-from .metrics import write_reports
-from .models import build_model, load_weights
-from .plots import plot_run
+from ..training.engine import evaluate
 from .predictions import predict_images
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
-from .data import load_rgb
-from .errors import DataError, ModelError, UserError
-from .files import replacing
-from .layouts import is_image
+from ..core.errors import DataError, ModelError, UserError
+from ..core.files import replacing
+from ..data.layouts import is_image
+from ..data.pipeline import load_rgb
 
 NAMED_SKIPS = 3  # of the files predict leaves out of a folder
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 from torchvision.transforms import v2
 
-from .config import EXPORT_FORMATS, MAX_IMAGE_SIZE
-from .errors import ModelError, UserError, first_line
+from ..core.config import EXPORT_FORMATS, MAX_IMAGE_SIZE
+from ..core.errors import ModelError, UserError, first_line
 from .predictions import predict_images
 
 EXPORT_EXTRA = 'pip install -e ".[export]"'

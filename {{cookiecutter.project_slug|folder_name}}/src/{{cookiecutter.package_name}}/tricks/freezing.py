@@ -5,8 +5,8 @@ import types
 
 from torch import nn
 
-from .errors import ModelError
-from .models import check_patterns, matches_any
+from ..core.errors import ModelError
+from ..models import check_patterns, matches_any
 
 BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d{{ ", nn.SyncBatchNorm" if cookiecutter.use_sync_bn else "" }})
 

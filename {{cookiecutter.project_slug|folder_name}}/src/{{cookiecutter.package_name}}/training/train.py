@@ -10,6 +10,52 @@ import torch
 from torch import nn
 from torchinfo import summary
 
+from ..core.config import TrainConfig, save_config
+{% if cookiecutter.use_distributed %}
+{% set names = ["barrier", "broadcast", "is_main", "setup", "world_size", "wrap"] %}
+{% if cookiecutter.use_checkpointing %}{% set names = names + ["continue_after_restart", "note_run_folder"] %}{% endif %}
+{% if cookiecutter.use_ema %}{% set names = names + ["broadcast_buffers"] %}{% endif %}
+from ..core.distributed import (
+{% for name in names | sort %}
+    {{ name }},
+{% endfor %}
+)
+{% endif %}
+from ..core.errors import OutputError, TrainingDiverged, UserError
+from ..core.files import save, write_text
+from ..core.run_folder import RunFolder, releasing_run_folders
+from ..core.runtime import resolve_device, seed_everything
+from ..data.pipeline import (
+    NAMED_DATA,
+    NO_FLIP,
+    Data,
+    build_data,
+    default_image_size,
+    describe_data,
+    resolve_normalisation,
+{% if not cookiecutter.use_checkpointing %}
+    start_epoch,
+{% endif %}
+    stopping_data_workers,
+)
+from ..models import build_model, check_fits, checkpoint_activations, init_from, pretrained_preprocessing, weights_file
+from ..reports.metrics import stopped_early, write_csv, write_reports
+from ..reports.plots import plot_run
+{% if cookiecutter.tracker != "none" %}
+from ..reports.tracking import Tracker, ending_tracked_runs{{ ', resolve_store' if cookiecutter.tracker == "mlflow" else '' }}
+{% endif %}
+{% if cookiecutter.use_ema %}
+from ..tricks.ema import build_ema
+{% endif %}
+{% if cookiecutter.use_freezing %}
+from ..tricks.freezing import freeze
+{% endif %}
+{% if cookiecutter.use_mixup %}
+from ..tricks.mixup import build_mix
+{% endif %}
+{% if cookiecutter.use_sync_bn %}
+from ..tricks.sync_bn import convert_sync_bn
+{% endif %}
 {% if cookiecutter.use_amp %}
 from .amp import make_scaler, resolve_precision
 {% endif %}
@@ -24,57 +70,11 @@ from .checkpoint import (
     resumed_progress,
 )
 {% endif %}
-from .config import TrainConfig, save_config
-from .data import (
-    NAMED_DATA,
-    NO_FLIP,
-    Data,
-    build_data,
-    default_image_size,
-    describe_data,
-    resolve_normalisation,
-{% if not cookiecutter.use_checkpointing %}
-    start_epoch,
-{% endif %}
-    stopping_data_workers,
-)
-{% if cookiecutter.use_distributed %}
-{% set names = ["barrier", "broadcast", "is_main", "setup", "world_size", "wrap"] %}
-{% if cookiecutter.use_checkpointing %}{% set names = names + ["continue_after_restart", "note_run_folder"] %}{% endif %}
-{% if cookiecutter.use_ema %}{% set names = names + ["broadcast_buffers"] %}{% endif %}
-from .distributed import (
-{% for name in names | sort %}
-    {{ name }},
-{% endfor %}
-)
-{% endif %}
-{% if cookiecutter.use_ema %}
-from .ema import build_ema
-{% endif %}
 from .engine import evaluate, train_one_epoch
-from .errors import OutputError, TrainingDiverged, UserError
-from .files import save, write_text
-{% if cookiecutter.use_freezing %}
-from .freezing import freeze
-{% endif %}
-from .metrics import stopped_early, write_csv, write_reports
-{% if cookiecutter.use_mixup %}
-from .mixup import build_mix
-{% endif %}
-from .models import build_model, check_fits, checkpoint_activations, init_from, pretrained_preprocessing, weights_file
 from .optim import DEFAULT_LR, L1Penalty, build_optimizer, build_scheduler, learning_rates
-from .plots import plot_run
 from .profiling import ProfiledLoader
-from .run_folder import RunFolder, releasing_run_folders
-from .runtime import resolve_device, seed_everything
-{% if cookiecutter.use_sync_bn %}
-from .sync_bn import convert_sync_bn
-{% endif %}
-{% if cookiecutter.tracker != "none" %}
-from .tracking import Tracker, ending_tracked_runs{{ ', resolve_store' if cookiecutter.tracker == "mlflow" else '' }}
-{% endif %}
 
-ANSWERS = resources.files(__package__) / "answers.json"  # the template answers this repo was generated from
+ANSWERS = resources.files(__package__.partition(".")[0]) / "answers.json"  # the answers this repo was rendered from
 
 
 def resolve(cfg: TrainConfig) -> TrainConfig:

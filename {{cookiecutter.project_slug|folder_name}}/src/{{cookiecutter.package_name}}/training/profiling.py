@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from .files import own_folder, replacing, write_text
+from ..core.files import own_folder, replacing, write_text
 
 
 class ProfiledLoader:

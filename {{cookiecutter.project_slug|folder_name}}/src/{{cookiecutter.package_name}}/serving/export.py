@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from .config import EXPORT_FORMATS, EXPORT_TOLERANCE
-from .data import GRAYSCALE, build_data, eval_resize
+from ..core.config import EXPORT_FORMATS, EXPORT_TOLERANCE
+from ..core.errors import DataError, ModelError, OutputError, UserError, first_line, one_line
+from ..core.files import cannot_write, hold, replacing, unlock
+from ..data.pipeline import GRAYSCALE, build_data, eval_resize
 from .deployed import EXPORT_EXTRA, load_exported, sidecar_path
-from .errors import DataError, ModelError, OutputError, UserError, first_line, one_line
-from .files import cannot_write, hold, replacing, unlock
 from .inference import load_run
 
 ONNX_OPSET = 18

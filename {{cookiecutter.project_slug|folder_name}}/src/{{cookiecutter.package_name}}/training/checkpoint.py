@@ -22,17 +22,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import files
-from .config import CHECKPOINT_EVERY, RESUME_MAY_CHANGE, saved_fields
-from .data import start_epoch
+from ..core import files
+from ..core.config import CHECKPOINT_EVERY, RESUME_MAY_CHANGE, saved_fields
 {% if cookiecutter.use_distributed %}
-from .distributed import Agreement, barrier, gather, is_distributed, is_main, rank, world_size
+from ..core.distributed import Agreement, barrier, gather, is_distributed, is_main, rank, world_size
 {% endif %}
+from ..core.errors import ModelError, OutputError, first_line, load_failure, state_dict_mismatch
+from ..core.run_folder import refuse_if_busy
+from ..core.runtime import STOP_SIGNALS
+from ..data.pipeline import start_epoch
+from ..reports.metrics import stopped_early
 from .engine import Progress
-from .errors import ModelError, OutputError, first_line, load_failure, state_dict_mismatch
-from .metrics import stopped_early
-from .run_folder import refuse_if_busy
-from .runtime import STOP_SIGNALS
 
 # the console script, as the stop message tells the user to run it
 SCRIPT = "{{ cookiecutter.project_slug }}"

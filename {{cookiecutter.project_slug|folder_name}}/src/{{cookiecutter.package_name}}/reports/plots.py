@@ -5,8 +5,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import DataError, UserError, first_line
-from .files import replacing
+from ..core.errors import DataError, UserError, first_line
+from ..core.files import replacing
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -6,7 +6,7 @@ import sys
 
 import torch
 
-from .errors import DeviceError
+from ..core.errors import DeviceError
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

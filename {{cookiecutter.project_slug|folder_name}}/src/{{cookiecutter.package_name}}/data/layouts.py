@@ -16,8 +16,8 @@ import torch
 from torch.utils.data import Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from .errors import DataError
-from .files import replacing
+from ..core.errors import DataError
+from ..core.files import replacing
 
 SPLITS = ("train", "val")
 Row = tuple[str, str, str | None]  # path relative to the root, class name, train/val (None: not decided yet)

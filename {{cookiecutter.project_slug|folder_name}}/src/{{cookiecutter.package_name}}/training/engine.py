@@ -9,14 +9,14 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+{% if cookiecutter.use_distributed %}
+from ..core.distributed import all_reduce, is_main, sync_gradients
+{% endif %}
+from ..core.errors import TrainingDiverged
+from ..reports.metrics import confusion_matrix
 {% if cookiecutter.use_amp %}
 from .amp import autocast, scaled_step
 {% endif %}
-{% if cookiecutter.use_distributed %}
-from .distributed import all_reduce, is_main, sync_gradients
-{% endif %}
-from .errors import TrainingDiverged
-from .metrics import confusion_matrix
 
 ADVICE = "lower --lr{{ ' or --clip-grad-norm' if cookiecutter.use_grad_clipping else '' }} and start again"
 

@@ -6,9 +6,9 @@ import torch
 from torch import nn
 
 {% if cookiecutter.use_layerwise_lr %}
-from .config import parse_lr_mults
-from .errors import ModelError
-from .models import check_patterns, name_matches
+from ..core.config import parse_lr_mults
+from ..core.errors import ModelError
+from ..models import check_patterns, name_matches
 
 {% endif %}
 DEFAULT_LR = {"sgd": 0.05, "adamw": 1e-3}

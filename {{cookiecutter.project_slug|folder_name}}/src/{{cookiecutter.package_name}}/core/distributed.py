@@ -89,7 +89,7 @@ def launch(workers: int, argv: list[str], package: str) -> None:
     launcher = get_args_parser().parse_args([*one_machine, f"--nproc-per-node={workers}", "-m", package])
     launcher.training_script_args = argv  # set apart so torchrun's parser never reads our flags
     # The workers import this very package, wherever it was imported from here.
-    here = str(Path(__file__).resolve().parents[1])
+    here = str(Path(__file__).resolve().parents[2])
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
     # The agent logs each worker it stops and the first failure: the one line below says what happened instead.
     agent_log = logging.getLogger("torch.distributed.elastic.multiprocessing.api")

@@ -1,0 +1,1 @@
+"""What a run reports: metrics, pictures and the experiment tracker."""

@@ -1,0 +1,1 @@
+"""The training tricks chosen for this project, one module each, which the run plugs in."""
