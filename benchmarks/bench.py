@@ -209,8 +209,8 @@ def run_generated(model, loader, optimizer, criterion, device, epochs, precision
 def generated_call(device, precision: str, channels_last: bool = False):
     """`train_one_epoch` of the render in `--src`, bound to what its signature asks for beyond the common six
     arguments, and a config that does the bare loop's work in the bare loop's precision and memory format."""
-    engine = importlib.import_module(f"{PACKAGE}.engine")
-    config = importlib.import_module(f"{PACKAGE}.config")
+    engine = importlib.import_module(f"{PACKAGE}.training.engine")
+    config = importlib.import_module(f"{PACKAGE}.core.config")
     fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
     # the bare loop's work: no smoothing (the criterion is the bench's own anyway), no clipping
     settings = {"device": device.type, "label_smoothing": 0.0, "clip_grad_norm": 0.0, "precision": precision}
@@ -221,7 +221,7 @@ def generated_call(device, precision: str, channels_last: bool = False):
     extra = {}
     for name, parameter in list(inspect.signature(engine.train_one_epoch).parameters.items())[6:]:
         if name == "scaler":  # the render's own, as train() makes it: disabled unless fp16 on CUDA
-            extra[name] = importlib.import_module(f"{PACKAGE}.amp").make_scaler(precision, device)
+            extra[name] = importlib.import_module(f"{PACKAGE}.training.amp").make_scaler(precision, device)
         elif parameter.default is inspect.Parameter.empty:
             raise SystemExit(f"train_one_epoch of {PACKAGE} needs `{name}`, which bench.py does not know how to pass")
     return lambda model, loader, criterion, optimizer: engine.train_one_epoch(
@@ -349,9 +349,9 @@ def loader_alone(workers: int, args) -> dict:
     import torch
 
     sys.path.insert(0, args.src)
-    config = importlib.import_module(f"{PACKAGE}.config")
-    data = importlib.import_module(f"{PACKAGE}.data")
-    train = importlib.import_module(f"{PACKAGE}.train")
+    config = importlib.import_module(f"{PACKAGE}.core.config")
+    data = importlib.import_module(f"{PACKAGE}.data.pipeline")
+    train = importlib.import_module(f"{PACKAGE}.training.train")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     cfg = train.resolve(config.TrainConfig(batch_size=args.batch_size, num_workers=workers, output_dir="unused"))
     loader = data.build_data(cfg, device).train
@@ -405,9 +405,9 @@ def jpeg_pipeline(workers: int, args) -> dict:
     from torchvision.datasets import ImageFolder
 
     sys.path.insert(0, args.src)
-    config = importlib.import_module(f"{PACKAGE}.config")
-    data = importlib.import_module(f"{PACKAGE}.data")
-    train = importlib.import_module(f"{PACKAGE}.train")
+    config = importlib.import_module(f"{PACKAGE}.core.config")
+    data = importlib.import_module(f"{PACKAGE}.data.pipeline")
+    train = importlib.import_module(f"{PACKAGE}.training.train")
     photos = make_photos(Path(tempfile.mkdtemp()) / "photos")
     reference = T.Compose(
         [
@@ -455,7 +455,7 @@ def seeding_cost(batch_size: int, args) -> dict:
     import torch.utils.data as tud
 
     sys.path.insert(0, args.src)
-    data = importlib.import_module(f"{PACKAGE}.data")
+    data = importlib.import_module(f"{PACKAGE}.data.pipeline")
     torch.set_num_threads(1)
 
     def per_image(fetch, batches, rounds=9) -> float:

@@ -4,7 +4,7 @@
 #
 #   scripts/mutation-audit.sh [MODULE...] [--sample N] [--seed S] [--min-killed PCT]
 #
-#   MODULE        metrics layouts config optim ema files checkpoint data engine inference (default: all of them)
+#   MODULE        metrics layouts config optim ema files checkpoint pipeline engine inference (default: all of them)
 #   --sample N    test only a seeded random sample of N mutants of the chosen modules (for CI: a few minutes)
 #   --seed S      the sample's seed (default 0)
 #   --min-killed  exit 1 when the killed share (killed / mutants, in %) of what ran is below PCT (default 0)
@@ -47,8 +47,8 @@ SEL_files=(tests/test_files.py tests/test_errors.py)
 # the folder variant of the bitwise-resume test repeats the synthetic one, at 3 s a mutant: left out
 SEL_checkpoint=(tests/test_checkpoint.py
     "--deselect=tests/test_checkpoint.py::test_resumed_run_equals_an_uninterrupted_one_bitwise[held out, balanced-0]")
-# test_train.py: its direct unit tests of data.py only (its other tests train)
-SEL_data=(tests/test_data.py tests/test_datasets.py
+# test_train.py: its direct unit tests of data/pipeline.py only (its other tests train)
+SEL_pipeline=(tests/test_data.py tests/test_datasets.py
     tests/test_train.py::test_synthetic_splits_have_their_sizes_and_seeds
     tests/test_train.py::test_a_downloadable_dataset_goes_into_data_root
     tests/test_train.py::test_loaders_follow_the_config_transforms_weights_and_memory_pinning
@@ -72,10 +72,10 @@ SEL_inference=(tests/test_datasets.py tests/test_features.py tests/test_amp.py
     tests/test_reports.py::test_an_evaluation_with_tta_gets_its_own_folder_named_after_the_data
     tests/test_run_folder.py::test_a_planted_link_in_place_of_an_evaluation_folder_is_replaced
     tests/test_run_folder.py::test_predict_never_writes_over_a_file_that_holds_no_predictions)
-ALL_MODULES=(metrics layouts config optim ema files checkpoint data engine inference)
+ALL_MODULES=(metrics layouts config optim ema files checkpoint pipeline engine inference)
 
 main() {  # one function: bash has read all of it before it starts, so editing this file mid-run is safe
-local modules=() sample=0 seed=0 min_killed=0 module names copy start arguments item
+local modules=() sample=0 seed=0 min_killed=0 module names copy start arguments item dotted
 while (($#)); do
     case $1 in
         --sample) sample=$2; shift 2 ;;
@@ -130,8 +130,9 @@ for module in "${modules[@]}"; do
     start=$(date +%s)
     # Without names: every mutant of the module (only_mutate limits the generation to it).
     # timeout: mutmut waits forever when its clean run fails leaving child processes behind (DataLoader workers)
+    dotted=$("$PYTHON" "$HELPER" dotted "$copy" "$PACKAGE" "$module")
     (cd "$copy" && timeout -k 10 "$MODULE_TIMEOUT" "$PYTHON" -m mutmut run --max-children 1 \
-        "${names[@]:-$PACKAGE.$module.*}") >"$WORK/$module.log" 2>&1 || {
+        "${names[@]:-$dotted.*}") >"$WORK/$module.log" 2>&1 || {
         echo "mutmut failed or ran past ${MODULE_TIMEOUT} s for $module, see $WORK/$module.log" >&2
         tail -c 3000 "$WORK/$module.log" | tr '\r' '\n' | tail -20 >&2
         exit 1

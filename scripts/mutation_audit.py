@@ -37,17 +37,24 @@ STATUS = {
 }
 
 
+def module_file(root: str | Path, package: str, module: str) -> Path:
+    """src/<package>/<sub-package>/<module>.py, relative to the render: the module of that name wherever it lives."""
+    (path,) = Path(root, "src", package).glob(f"**/{module}.py")
+    return path.relative_to(root)
+
+
 def toml_list(items: list[str]) -> str:
     return "[" + ", ".join(json.dumps(item) for item in items) + "]"
 
 
 def configure(pyproject: str, package: str, module: str, *tests: str) -> None:
     """One module per render copy: mutmut 3 keeps one configuration (and one result cache) per folder."""
+    source = module_file(Path(pyproject).parent, package, module).as_posix()
     table = f"""
 
 [tool.mutmut]
 source_paths = ["src"]                               # the whole package is copied, so imports keep working
-only_mutate = ["src/{package}/{module}.py"]          # ... but only this module gets mutants
+only_mutate = ["{source}"]          # ... but only this module gets mutants
 pytest_add_cli_args_test_selection = {toml_list(list(tests))}
 pytest_add_cli_args = ["-p", "no:cacheprovider"]
 timeout_multiplier = 4.0                             # wall limit per mutant: (tests' time + 3 s) x 4
@@ -64,7 +71,7 @@ def names(render: str, package: str, module: str) -> list[str]:
     from mutmut.utils.format_utils import get_mutant_name
 
     os.chdir(render)  # mutmut's generator reads its configuration (here: none, so it finds src/) from the cwd
-    relative = Path("src") / package / f"{module}.py"
+    relative = module_file(".", package, module)
     source = relative.read_text()
     return [get_mutant_name(relative, name) for name in mutate_file_contents(str(relative), source).mutant_names]
 
@@ -97,7 +104,8 @@ def table(workdir: str, package: str, outfile: str, min_killed: str, samplefile:
     total: Counter = Counter()
     survivors = []
     for module in seconds:
-        meta = work / f"mod-{module}" / "mutants" / "src" / package / f"{module}.py.meta"
+        copy = work / f"mod-{module}"
+        meta = copy / "mutants" / f"{module_file(copy, package, module)}.meta"
         codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
         if wanted is not None:
             codes = {name: code for name, code in codes.items() if name in wanted.get(module, set())}
@@ -130,6 +138,8 @@ if __name__ == "__main__":
     command, *arguments = sys.argv[1:]
     if command == "configure":
         configure(*arguments)
+    elif command == "dotted":  # RENDER PACKAGE MODULE: the module's dotted name, as mutmut's mutant names start
+        print(".".join(module_file(*arguments).with_suffix("").parts[1:]))
     elif command == "names":
         print("\n".join(names(*arguments)))
     elif command == "sample":

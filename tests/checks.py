@@ -80,30 +80,51 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
+def _dotted(source: Path, path: Path) -> str:
+    """A module's dotted name inside the package: "core.config" for core/config.py, "core" for core/__init__.py."""
+    parts = path.relative_to(source).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _targets(source: Path, path: Path, level: int, module: str | None, names: tuple, package: str):
+    """The package's modules one `from ... import names` statement of `path` reaches, each with the names it takes
+    from that module (none for a name that is a module of its own): (dotted module, names) pairs; none for an import
+    from elsewhere."""
+    if level == 0:
+        if not module or module.split(".")[0] != package:
+            return []
+        base = module.partition(".")[2]
+    else:
+        here = _dotted(source, path).split(".") if path.name == "__init__.py" else _dotted(source, path).split(".")[:-1]
+        here = [part for part in here if part]
+        if level - 1 > len(here):
+            return [("(above the package)", names)]  # Python refuses it: beyond the top-level package
+        base = ".".join([*here[: len(here) - (level - 1)], *([module] if module else [])])
+    return [(base, names)]
+
+
 def assert_imports_resolve(project: Path, facts: dict[Path, tuple]) -> None:
     """Independently of the registry of tricks (tests/tricks.py): every import of the package (relative in src/,
     absolute in tests/) names a module the render has and a name that module defines, and every module is imported
     somewhere. A render that lost a needed file, or kept a file of a feature that is off, fails here."""
     package = package_of(project)
-    modules = {path.stem: names for path, (_, names) in facts.items() if path.parent == project / "src" / package}
+    source = project / "src" / package
+    modules = {_dotted(source, path): names for path, (_, names) in facts.items() if source in path.parents}
     imported = set()
     for path, (imports, _) in facts.items():
         for level, from_module, names in imports:
-            if level == 1:
-                module = from_module or ""
-            elif level == 0 and from_module and from_module.split(".")[0] == package:
-                module = from_module.partition(".")[2]
-            else:
-                continue
-            for name in names:
-                if module:
-                    assert module in modules, f"{path.relative_to(project)}: no module {package}.{module}"
-                    assert name in modules[module], f"{path}: {module} lacks {name}"
-                    imported.add(module)
-                else:
-                    assert name in modules, f"{path.relative_to(project)}: no module {package}.{name}"
-                    imported.add(name)
-    orphans = set(modules) - imported - {"__init__", "__main__"}
+            for base, taken in _targets(source, path, level, from_module, names, package):
+                where = path.relative_to(project)
+                assert base in modules, f"{where}: no module {package}.{base}".rstrip(".")
+                imported.add(base)
+                for name in taken:
+                    submodule = f"{base}.{name}".lstrip(".")
+                    if submodule in modules:
+                        imported.add(submodule)
+                    else:
+                        assert name in modules[base], f"{path}: {package}.{base} lacks {name}".replace(". ", " ")
+    packages = {_dotted(source, path) for path in facts if source in path.parents and path.name == "__init__.py"}
+    orphans = set(modules) - imported - packages - {"__main__"}
     assert not orphans, f"modules nothing imports (left over?): {sorted(orphans)}"
 
 
@@ -114,15 +135,19 @@ def code_run_by(project: Path, test: Path) -> str:
     package = package_of(project)
     source, seen, todo = project / "src" / package, set(), [test, project / "tests" / "conftest.py"]
     while todo:
-        imports, _ = _file_facts(".py", todo.pop().read_text())
+        path = todo.pop()
+        imports, _ = _file_facts(".py", path.read_text())
         for level, module, names in imports:
-            if level == 0 and module and module.split(".")[0] == package:
-                module, level = module.partition(".")[2], 1
-            for name in ([module] if module else names) if level == 1 else []:
-                path = source / f"{name.split('.')[0]}.py"
-                if path.is_file() and path not in seen:
-                    seen.add(path)
-                    todo.append(path)
+            context = path if source in path.parents else source / "__init__.py"
+            for base, taken in _targets(
+                source, context, level if source in path.parents else 0, module, names, package
+            ):
+                for dotted in (base, *(f"{base}.{name}".lstrip(".") for name in taken)):
+                    stem = source / dotted.replace(".", "/") if dotted else source / "__init__"
+                    for found in (stem.with_suffix(".py"), stem / "__init__.py"):
+                        if found.is_file() and found not in seen:
+                            seen.add(found)
+                            todo.append(found)
     digest = hashlib.sha256()
     for path in [test, project / "tests" / "conftest.py", project / "pyproject.toml", *sorted(seen)]:
         digest.update(str(path.relative_to(project)).encode() + b"\0" + path.read_bytes())

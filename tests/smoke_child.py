@@ -36,7 +36,7 @@ def _watch(package: str, checks: dict, seen: dict):
     from torch import nn
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-    train_module = importlib.import_module(f"{package}.train")
+    train_module = importlib.import_module(f"{package}.training.train")
     mixed, received, initial = [], [], {}
     seen |= {"losses": 0, "smoothed_losses": 0, "soft_targets": 0, "logits_dtypes": [], "step_norms": []}
     seen |= {"sync_bn_layers": 0, "epochs": []}
@@ -169,7 +169,7 @@ def _share_synthetic_images(package: str, folder: Path) -> None:
     across processes. The same code on the same arguments gives the same tensors (a seeded generator)."""
     import torch
 
-    data = importlib.import_module(f"{package}.data")
+    data = importlib.import_module(f"{package}.data.pipeline")
     draw = data._stripes.__wrapped__  # under the render's own lru_cache
     code = hashlib.sha256(Path(data.__file__).read_bytes()).hexdigest()[:16]
 
@@ -255,7 +255,7 @@ def train_until_killed(src: str, package: str, argv: list[str], log: str, point:
         os.kill(os.getpid(), signal.SIGKILL)
 
     if point == "plots":
-        importlib.import_module(f"{package}.train").plot_run = die
+        importlib.import_module(f"{package}.training.train").plot_run = die
     elif point == "step":
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 

@@ -26,8 +26,8 @@ import os, sys
 import torch
 from torch import nn
 from {package} import train
-from {package}.config import TrainConfig
-from {package}.distributed import teardown
+from {package}.core.config import TrainConfig
+from {package}.core.distributed import teardown
 
 train.build_model = lambda name, classes, *rest: nn.Sequential(
     nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)
@@ -57,8 +57,8 @@ import torch
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from {package} import train
-from {package}.config import TrainConfig
-from {package}.distributed import teardown
+from {package}.core.config import TrainConfig
+from {package}.core.distributed import teardown
 
 train.build_model = lambda name, classes, *rest: nn.Sequential(
     nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)

@@ -77,7 +77,7 @@ def test_free_text_renders_safely_and_intact(cookies, text):
 @pytest.mark.parametrize("answer", ["", "cpu", "none", " CPU "])
 def test_gpu_ids_cpu_none_or_empty_mean_cpu_only_and_read_so(cookies, answer):
     project = baked_project(cookies, gpu_ids=answer)
-    assert 'gpus: str = option("cpu",' in (project / "src" / package_of(project) / "config.py").read_text()
+    assert 'gpus: str = option("cpu",' in (project / "src" / package_of(project) / "core/config.py").read_text()
     assert "| `--gpus` | `cpu` |" in (project / "README.md").read_text()  # not an empty code span
 
 
@@ -178,7 +178,7 @@ def test_a_yes_no_answer_that_is_not_a_boolean_is_refused(tmp_path, capfd, via, 
 )
 def test_a_yes_no_answer_that_cookiecutter_delivers_as_a_boolean_renders(tmp_path, via, value, on):
     project = render(tmp_path, via, use_amp=value)
-    assert (project / "src" / package_of(project) / "amp.py").exists() is on
+    assert (project / "src" / package_of(project) / "training/amp.py").exists() is on
 
 
 def test_a_yes_no_extra_context_string_cookiecutter_cannot_read_stops_it_before_any_template_code(tmp_path):
@@ -196,7 +196,7 @@ def test_yes_no_typed_at_the_prompt_arrive_as_booleans_and_render(tmp_path, monk
     project = Path(cookiecutter(str(ROOT), output_dir=str(tmp_path / "out")))
     answers = json.loads((project / ".cookiecutter.json").read_text())["cookiecutter"]
     assert {key: answers[key] for key in YES_NO} == dict.fromkeys(YES_NO, typed == "yes")
-    assert (project / "src" / package_of(project) / "amp.py").exists() is (typed == "yes")
+    assert (project / "src" / package_of(project) / "training/amp.py").exists() is (typed == "yes")
 
 
 @pytest.mark.parametrize(
@@ -344,7 +344,7 @@ def test_a_render_over_an_existing_project_keeps_its_own_empty_files(tmp_path):
         path.touch()
     again = cookiecutter(str(ROOT), no_input=True, overwrite_if_exists=True, output_dir=str(tmp_path / "out"))
     assert Path(again) == project and all(path.is_file() for path in own)
-    assert not (package / "amp.py").exists() and (package / "checkpoint.py").is_file()  # off and on by default
+    assert not (package / "training/amp.py").exists() and (package / "training/checkpoint.py").is_file()  # off and on by default
 
 
 def test_a_render_run_inside_the_template_folder_removes_the_files_of_features_that_are_off(tmp_path):
@@ -356,4 +356,4 @@ def test_a_render_run_inside_the_template_folder_removes_the_files_of_features_t
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     package = next((tmp_path / "my-project" / "src").iterdir())
-    assert not (package / "amp.py").exists() and (package / "checkpoint.py").is_file()
+    assert not (package / "training/amp.py").exists() and (package / "training/checkpoint.py").is_file()

@@ -69,13 +69,13 @@ MUTATIONS = {
         "tests/test_datasets.py::test_the_training_loss_is_weighted_by_class",
     ),
     "balanced sampler never used": (
-        "data.py",
+        "pipeline.py",
         "return BalancedSampler(dataset.targets, generator)",
         "return None",
         "tests/test_datasets.py::test_a_balanced_sampler_draws_every_class_equally_often",
     ),
     "every rank draws the same balanced share": (
-        "data.py",
+        "pipeline.py",
         "draw[self.rank :: self.world]",
         "draw[: self.count]",
         "tests/test_distributed.py::test_balanced_sampling_gives_each_rank_its_own_share_of_one_global_draw",
@@ -93,13 +93,13 @@ MUTATIONS = {
         "tests/test_datasets.py::test_evaluate_and_train_with_split_reuse_a_runs_split",
     ),
     "validation augmented": (
-        "data.py",
+        "pipeline.py",
         'augment if split == "train" else None',
         "augment",
         "tests/test_datasets.py::test_validation_never_augments",
     ),
     "--no-hflip ignored": (
-        "data.py",
+        "pipeline.py",
         "if augment and augment.hflip:",
         "if augment:",
         "tests/test_datasets.py::test_hflip_defaults_off_for_digits_and_is_saved_resolved",
@@ -299,31 +299,31 @@ MUTATIONS = {
         "tests/test_datasets.py::test_bad_csv_rows_are_one_clear_error_naming_the_line",
     ),
     "AutoAugment's ImageNet policy on cifar10": (
-        "data.py",
+        "pipeline.py",
         'v2.AutoAugmentPolicy.CIFAR10 if source == "cifar10" else v2.AutoAugmentPolicy.IMAGENET',
         "v2.AutoAugmentPolicy.IMAGENET",
         "tests/test_datasets.py::test_autoaugment_takes_the_cifar10_policy_on_cifar10_and_imagenets_elsewhere",
     ),
     "random erasing before normalisation": (
-        "data.py",
+        "pipeline.py",
         "steps.append(v2.RandomErasing(p=augment.random_erasing, value=mean_colour))",
         "steps.insert(-1, v2.RandomErasing(p=augment.random_erasing, value=mean_colour))",
         "tests/test_datasets.py::test_random_erasing_fills_with_the_mean_colour_after_normalisation",
     ),
     "normalisation statistics of the first images": (
-        "data.py",
+        "pipeline.py",
         "picked = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[:samples]",
         "picked = torch.arange(len(dataset))[:samples]",
         "tests/test_data.py::test_normalisation_statistics_come_from_a_random_sample_of_sorted_data",
     ),
     "the loader's generator ignores --seed": (
-        "data.py",
+        "pipeline.py",
         "    loader.order.manual_seed(hash((loader.dataset.seed, epoch)) % 2**63)",
         "    loader.order.manual_seed(hash((0, epoch)) % 2**63)",
         "tests/test_data.py::test_the_training_order_follows_the_seed",
     ),
     "DDP validation padded to even out the ranks": (
-        "data.py",
+        "pipeline.py",
         'DistributedSampler(dataset, seed=cfg.seed) if split == "train" else ShardSampler(dataset)',
         'DistributedSampler(dataset, seed=cfg.seed, shuffle=split == "train")',
         "tests/test_distributed.py::test_two_ranks_validate_to_the_figures_of_one_process",
@@ -579,7 +579,7 @@ MUTATIONS = {
     ),
     # Issue 23's remaining user-facing items (12, 17, 25, 27, 30)
     "a decompression bomb a traceback": (
-        "data.py",
+        "pipeline.py",
         "    except Image.DecompressionBombError:",
         "    except ZeroDivisionError:",
         "tests/test_datasets.py::test_an_image_too_large_to_open_safely_is_named_and_predict_skips_it",
@@ -712,7 +712,7 @@ MUTATIONS = {
         "tests/test_timm.py::test_features_of_a_model_torch_fx_cannot_trace_come_from_its_modules",
     ),
     "16-bit images clipped to white": (
-        "data.py",
+        "pipeline.py",
         'if image.mode.startswith("I"):',
         "if False:",
         "tests/test_data.py::test_a_16_bit_image_keeps_its_shades",
@@ -824,7 +824,7 @@ MUTATIONS = {
         "tests/test_datasets.py::test_a_run_that_raises_leaves_no_data_loading_workers_behind",
     ),
     "a worker killed as the loaders stop keeps the others running": (
-        "data.py",
+        "pipeline.py",
         "                with contextlib.suppress(RuntimeError):  # a worker killed meanwhile: torch still stops",
         "                if True:  # a worker killed meanwhile: torch still stops",
         "tests/test_datasets.py::test_a_worker_killed_while_the_loaders_stop_leaves_no_other_workers_running",
@@ -882,37 +882,37 @@ MUTATIONS = {
         "wandb",
     ),
     "the sampler position not restored": (
-        "data.py",
+        "pipeline.py",
         "return itertools.islice(iter(self.sampler), self.skipped, None)",
         "return iter(self.sampler)",
         "tests/test_checkpoint.py::test_a_run_stopped_at_any_step_resumes_to_the_weights_of_the_uninterrupted_run",
     ),
     "a worker's augmentation seed depends on its id": (
-        "data.py",
+        "pipeline.py",
         "streams.manual_seed(hash((self.seed, self.epoch, *indices)) % 2**63)",
         "streams.manual_seed(hash((self.seed, self.epoch, *indices, getattr(get_worker_info(), 'id', 0))) % 2**63)",
         "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
     ),
     "per-batch normalisation forgets the mean": (
-        "data.py",
+        "pipeline.py",
         "return images.to(self.device, non_blocking=True).float().sub_(shift).div_(scale)",
         "return images.to(self.device, non_blocking=True).float().div_(scale)",
         "tests/test_data.py::test_batched_uint8_images_are_the_per_image_float_pipelines_images",
     ),
     "uint8 random erasing fills black, not the mean colour": (
-        "data.py",
+        "pipeline.py",
         "mean_colour = 0 if floats else [round(255 * channel) for channel in mean]",
         "mean_colour = 0",
         "tests/test_data.py::test_batched_uint8_images_are_the_per_image_float_pipelines_images",
     ),
     "a JPEG beyond Pillow's pixel guard decoded anyway": (
-        "data.py",
+        "pipeline.py",
         "frame[0] * frame[1] <= Image.MAX_IMAGE_PIXELS:",
         "frame[0] * frame[1] > 0:",
         "tests/test_data.py::test_a_jpeg_beyond_pillows_pixel_guard_is_refused_as_pillow_refuses_it",
     ),
     "JPEGs decoded by Pillow after all": (
-        "data.py",
+        "pipeline.py",
         '    frame = decode_jpeg and encoded[:3] == b"\\xff\\xd8\\xff" and _jpeg_frame(encoded)',
         "    frame = None",
         "tests/test_data.py::test_a_jpeg_is_decoded_to_the_pixels_pillow_decodes_and_a_broken_one_is_named",
@@ -924,7 +924,7 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_a_best_last_epoch_is_one_file_under_two_names_and_a_later_epoch_leaves_it_be",
     ),
     "the epoch's order follows how far the sampler was read before": (
-        "data.py",
+        "pipeline.py",
         "    loader.order.manual_seed(hash((loader.dataset.seed, epoch)) % 2**63)",
         "    pass",
         "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
@@ -936,13 +936,13 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss",
     ),
     "the workers' seeds drawn from the epoch order's generator": (
-        "data.py",
+        "pipeline.py",
         "generator=torch.Generator().manual_seed(cfg.seed),  # the workers' seeds: drawn once per start of workers",
         "generator=order,",
         "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
     ),
     "persistent workers keep the first epoch's augmentation seeds": (
-        "data.py",
+        "pipeline.py",
         "self.shared_epoch = torch.zeros((), dtype=torch.int64).share_memory_()",
         "self.shared_epoch = torch.zeros((), dtype=torch.int64)",
         "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
@@ -954,13 +954,13 @@ MUTATIONS = {
         "tests/test_train.py::test_workers_default_to_some_for_photos_and_gpus_and_none_for_synthetic_images_on_a_cpu",
     ),
     "a batch's augmentation seed ignores its images": (
-        "data.py",
+        "pipeline.py",
         "streams.manual_seed(hash((self.seed, self.epoch, *indices)) % 2**63)",
         "streams.manual_seed(hash((self.seed, self.epoch)) % 2**63)",
         "tests/test_data.py::test_a_batchs_augmentation_follows_its_seed_epoch_and_indices_and_leaves_the_main_stream_alone",
     ),
     "per-batch seeding moves the main process's streams": (
-        "data.py",
+        "pipeline.py",
         "saved = streams.get_state() if get_worker_info() is None else None",
         "saved = None",
         "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
@@ -1131,7 +1131,7 @@ MUTATIONS = {
     ),
     # Issue 36: the review's fixes.
     "loaders used as a library keep their workers at exit": (
-        "data.py",
+        "pipeline.py",
         "multiprocessing.util.Finalize(None, _stop_kept_workers, exitpriority=100)",
         "None",
         "tests/test_datasets.py::test_a_script_that_builds_loaders_outside_train_exits_when_it_ends",
@@ -1329,7 +1329,7 @@ def all_on(cookies_session):
 
 
 def source_of(project: Path, file: str) -> Path:
-    return project / file if "/" in file else next((project / "src").glob(f"*/{file}"))  # else: in the package
+    return project / file if "/" in file else next((project / "src").glob(f"*/**/{file}"))  # else: in the package
 
 
 def test_every_breakage_names_a_fragment_found_once_and_guards_that_exist(all_on):

@@ -18,8 +18,8 @@ import numpy as np
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from {package}.config import TrainConfig
-from {package}.train import train
+from {package}.core.config import TrainConfig
+from {package}.training.train import train
 
 root = Path(sys.argv[1])
 digits = load_digits()

@@ -205,7 +205,7 @@ ENTRIES = [
     Trick(
         prompt="use_amp",
         short="amp",
-        files=("{package}/amp.py", "tests/test_amp.py"),
+        files=("{package}/training/amp.py", "tests/test_amp.py"),
         traces=("autocast", "gradscaler", "--precision"),
         config_keys=("precision",),
         flags=(),  # the render's own default precision
@@ -220,7 +220,7 @@ ENTRIES = [
     Trick(
         prompt="use_distributed",
         short="ddp",
-        files=("{package}/distributed.py", "tests/test_distributed.py", "scripts/slurm.sbatch"),
+        files=("{package}/core/distributed.py", "tests/test_distributed.py", "scripts/slurm.sbatch"),
         traces=("torchrun", "distributeddataparallel", "--nproc"),
         config_keys=("nproc", "dist_timeout"),
         flags=(),  # the in-process smoke runs join a one-process group (smoke_child); a subprocess run starts none
@@ -240,7 +240,7 @@ ENTRIES = [
     Trick(
         prompt="use_sync_bn",
         short="syncbn",
-        files=("{package}/sync_bn.py", "tests/test_sync_bn.py"),
+        files=("{package}/tricks/sync_bn.py", "tests/test_sync_bn.py"),
         traces=("syncbatchnorm", "sync_bn", "sync-bn"),
         config_keys=("sync_bn",),
         flags=("--sync-bn",),
@@ -254,7 +254,7 @@ ENTRIES = [
     Trick(
         prompt="use_freezing",
         short="freeze",
-        files=("{package}/freezing.py", "tests/test_freezing.py"),
+        files=("{package}/tricks/freezing.py", "tests/test_freezing.py"),
         traces=("freeze", "frozen"),
         config_keys=("freeze",),
         flags=("--freeze", "{frozen}"),
@@ -284,7 +284,7 @@ ENTRIES = [
     Trick(
         prompt="use_mixup",
         short="mix",
-        files=("{package}/mixup.py", "tests/test_mixup.py"),
+        files=("{package}/tricks/mixup.py", "tests/test_mixup.py"),
         traces=("mixup", "cutmix"),
         config_keys=("mixup_alpha", "cutmix_alpha", "cutmix_prob"),
         flags=("--mixup-alpha", "0.4", "--cutmix-alpha", "1.0"),
@@ -324,7 +324,7 @@ ENTRIES = [
     Trick(
         prompt="use_checkpointing",
         short="ckpt",
-        files=("{package}/checkpoint.py", "tests/test_checkpoint.py"),
+        files=("{package}/training/checkpoint.py", "tests/test_checkpoint.py"),
         traces=("last.pt", "best.pt", "resume"),
         config_keys=("checkpoint_every",),  # --resume is a flag of one command: config.yaml never keeps it
         flags=(),
@@ -371,7 +371,7 @@ ENTRIES = [
     Trick(
         prompt="use_ema",
         short="ema",
-        files=("{package}/ema.py", "tests/test_ema.py"),
+        files=("{package}/tricks/ema.py", "tests/test_ema.py"),
         traces=("averagedmodel", "ema_decay", "ema-decay", "ema.pt"),
         config_keys=("ema_decay",),
         flags=("--ema-decay", "0.9"),
@@ -389,7 +389,7 @@ ENTRIES = [
 ]
 # The tracker prompt (a choice): an entry per tracker, whose `prompt` is "tracker=<value>". The files every tracker
 # has (TRACKING_FILES) exist exactly when one is chosen.
-TRACKING_FILES = ("{package}/tracking.py", "tests/test_tracking.py")
+TRACKING_FILES = ("{package}/reports/tracking.py", "tests/test_tracking.py")
 TRACKERS = [
     Trick(
         prompt="tracker=tensorboard",

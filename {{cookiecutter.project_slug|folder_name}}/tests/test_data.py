@@ -288,7 +288,7 @@ def test_the_training_data_is_built_as_configured(tmp_path, monkeypatch):
     assert draws[0] == draws[1]
     trivial = build_data(replace(cfg, augment="trivialaugment"), torch.device("cpu"))
     assert v2.TrivialAugmentWide in [type(step) for step in trivial.train.dataset.transform.transforms]
-    monkeypatch.setattr(data_module, "check_class_names", lambda classes, source: seen.append(source))
+    monkeypatch.setattr(pipeline, "check_class_names", lambda classes, source: seen.append(source))
     seen = []
     build_data(cfg, torch.device("cpu"))
     assert seen == ["synthetic"]
@@ -297,7 +297,7 @@ def test_the_training_data_is_built_as_configured(tmp_path, monkeypatch):
 def test_statistics_are_sampled_with_the_runs_seed(monkeypatch):
     seeds = []
     sampled = lambda dataset, seed: seeds.append(seed) or ([0.5] * 3, [1.0] * 3)  # noqa: E731
-    monkeypatch.setattr(data_module, "compute_mean_std", sampled)
+    monkeypatch.setattr(pipeline, "compute_mean_std", sampled)
     pipeline.resolve_normalisation(TrainConfig(data="synthetic", image_size=32, seed=7))
     assert seeds == [7]
 

@@ -193,7 +193,8 @@ def test_a_downloadable_dataset_goes_into_data_root(monkeypatch):
     from {{ cookiecutter.package_name }}.data import pipeline
 
     calls = []
-    monkeypatch.setitem(pipeline.DOWNLOADABLE, "mnist", lambda *args, **kwargs: calls.append((args, kwargs)) or "opened")
+    opened = lambda *args, **kwargs: calls.append((args, kwargs)) or "opened"  # noqa: E731
+    monkeypatch.setitem(pipeline.DOWNLOADABLE, "mnist", opened)
     assert pipeline._open_fixed("mnist", "/somewhere/data", "train", 0) == "opened"
     assert pipeline._open_fixed("mnist", "/somewhere/data", "val", 0) == "opened"
     assert calls == [(("/somewhere/data",), {"train": True, "download": True})] + [
