@@ -344,7 +344,8 @@ def test_a_render_over_an_existing_project_keeps_its_own_empty_files(tmp_path):
         path.touch()
     again = cookiecutter(str(ROOT), no_input=True, overwrite_if_exists=True, output_dir=str(tmp_path / "out"))
     assert Path(again) == project and all(path.is_file() for path in own)
-    assert not (package / "training/amp.py").exists() and (package / "training/checkpoint.py").is_file()  # off and on by default
+    training = package / "training"
+    assert not (training / "amp.py").exists() and (training / "checkpoint.py").is_file()  # off and on by default
 
 
 def test_a_render_run_inside_the_template_folder_removes_the_files_of_features_that_are_off(tmp_path):
