@@ -138,7 +138,8 @@ def test_cpu_none_or_nothing_hide_every_gpu(monkeypatch, answer):
 def test_gpu_ids_are_exported_before_cuda_starts_in_a_fresh_process(tmp_path):
     probe = (
         "import os, torch\n"
-        "from {{ cookiecutter.package_name }} import cli, train\n"
+        "from {{ cookiecutter.package_name }} import cli\n"
+        "from {{ cookiecutter.package_name }}.training import train\n"
         "seen = lambda cfg: print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['CUBLAS_WORKSPACE_CONFIG'])\n"
         "train.train = lambda cfg: seen(cfg) or print(torch.cuda.is_initialized())\n"
         "raise SystemExit(cli.main(['train', '--gpus', '2,3', '--deterministic']))\n"

@@ -234,12 +234,12 @@ def test_predict_from_an_exported_file_needs_no_model_definition(small_cnn_weigh
     package = "{{ cookiecutter.package_name }}"
     script = f"import sys; from {package}.cli import main; print(main(sys.argv[1:]), sorted(sys.modules))"
     args = ["predict", "--model-file", str(out), str(image), "--output", str(tmp_path / "p.csv")]
-    env = {**os.environ, "PYTHONPATH": str(Path(export_module.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(Path(export_module.__file__).parents[2]), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=120)
     code, modules = done.stdout.splitlines()[-1].split(" ", 1)
     assert code == "0", done.stderr
-    assert f"'{package}.models'" not in modules and f"'{package}.train'" not in modules, modules
-    assert f"'{package}.deployed'" in modules  # what it runs on instead
+    assert f"'{package}.models'" not in modules and f"'{package}.training.train'" not in modules, modules
+    assert f"'{package}.serving.deployed'" in modules  # what it runs on instead
 
 
 def test_an_export_that_differs_from_pytorch_is_refused_and_nothing_is_written(
