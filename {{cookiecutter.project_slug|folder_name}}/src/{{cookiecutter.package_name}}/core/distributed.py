@@ -35,7 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import Sampler
 
 from .errors import DeviceError, UserError, first_line, one_line
-from .runtime import STOP_SIGNALS, gpu_ids, no_visible_gpu
+from .runtime import {{ "STOP_SIGNALS, " if cookiecutter.use_checkpointing }}gpu_ids, no_visible_gpu
 
 {% if cookiecutter.use_checkpointing %}
 STOPPED = {128 + number for number in STOP_SIGNALS}  # workers stopped by a signal
