@@ -239,8 +239,8 @@ MUTATIONS = {
     ),
     "every visible GPU's random state": (
         "checkpoint.py",
-        'state["cuda"] = torch.cuda.get_rng_state()',
-        'state["cuda"] = torch.cuda.get_rng_state_all()',
+        "state[accelerator.type] = torch.get_device_module(accelerator).get_rng_state()",
+        "state[accelerator.type] = torch.get_device_module(accelerator).get_rng_state_all()",
         "tests/test_checkpoint.py::test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only",
     ),
     "--init-from loads nothing": (
@@ -616,8 +616,8 @@ MUTATIONS = {
     ),
     "the CPU notice to whoever chose the CPU": (
         "runtime.py",
-        'if requested == "auto" and gpu_ids(gpus):',
-        'if requested == "auto":',
+        'if requested == "cpu" or (requested == "auto" and not gpu_ids(gpus)):',
+        'if requested == "cpu":',
         "tests/test_cli.py::test_auto_device_falls_back_to_cpu_with_one_line_unless_the_cpu_was_chosen",
     ),
     "the stop notice glued to the echoed ^C": (
@@ -731,10 +731,10 @@ MUTATIONS = {
     ),
     "data workers killed under the DataLoader's SIGCHLD handler": (
         "cli.py",
-        "    previous = signal.signal(signal.SIGCHLD, signal.SIG_DFL)\n"
+        "    previous = signal.signal(sigchld, signal.SIG_DFL) if sigchld else None\n"
         "    for child in children:\n        child.kill()\n"
         "    for child in children:\n        child.join()\n"
-        "    signal.signal(signal.SIGCHLD, previous)",
+        "    if sigchld:\n        signal.signal(sigchld, previous)",
         "    for child in children:\n        child.kill()",  # as it was: a kill the handler sees
         "tests/test_errors.py::test_data_workers_stopped_after_an_error_are_not_reported_as_failed_workers",
     ),
@@ -949,7 +949,7 @@ MUTATIONS = {
     ),
     "no data-loading workers for a GPU on synthetic data": (
         "train.py",
-        'return min(8, os.cpu_count() or 1) if cfg.data != "synthetic" or cuda else 0',
+        'return min(8, os.cpu_count() or 1) if cfg.data != "synthetic" or accelerated else 0',
         'return min(8, os.cpu_count() or 1) if cfg.data != "synthetic" else 0',
         "tests/test_train.py::test_workers_default_to_some_for_photos_and_gpus_and_none_for_synthetic_images_on_a_cpu",
     ),
