@@ -1021,8 +1021,8 @@ MUTATIONS = {
     ),
     "--device auto finds CUDA only": (
         "runtime.py",
-        "found = torch.accelerator.current_accelerator(check_available=True)",
-        'found = torch.device("cuda") if torch.cuda.is_available() else None',
+        'if found is not None and requested in ("auto", found.type):',
+        'if found is not None and found.type == "cuda" and requested in ("auto", "cuda"):',
         "tests/test_cli.py::test_auto_trains_on_the_accelerator_torch_finds_and_one_named_but_missing_is_one_line",
     ),
     "a checkpoint keeps the random state of CUDA only": (
@@ -1030,6 +1030,36 @@ MUTATIONS = {
         "state[accelerator.type] = torch.get_device_module(accelerator).get_rng_state()",
         'state["cuda"] = torch.cuda.get_rng_state()',
         "tests/test_checkpoint.py::test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only",
+    ),
+    "a run continued after another run wrote into its folder as it started": (
+        "run_folder.py",
+        "        if _state(self.path) != self.as_checked:",
+        "        if False:",
+        "tests/test_run_folder.py::test_a_run_that_another_run_wrote_into_as_it_started_is_refused_not_continued",
+    ),
+    "a link planted as a folder's lock replaced by a refused run": (
+        "files.py",
+        "    if path.is_symlink() or not path.exists():",
+        "    if not path.exists():",
+        "tests/test_run_folder.py::test_a_link_planted_as_the_lock_of_a_folder_of_other_files_is_left_as_it_is",
+    ),
+    "a tune writes its folder before refusing a missing device": (
+        "tune.py",
+        "    check_device(base.device, base.gpus)  # refused before the study is touched\n",
+        "",
+        "tests/test_tune.py::test_a_device_this_machine_lacks_is_refused_before_the_tune_folder_is_touched",
+    ),
+    "filelock's note on its fallback in every command's stderr": (
+        "files.py",
+        '    warnings.filterwarnings("ignore", "only soft file lock is available")',
+        "    pass",
+        "tests/test_run_folder.py::test_every_module_imports_and_a_run_guards_its_folder_without_fcntl_or_the_other_posix_calls",
+    ),
+    "workers per GPU id for a device that is not CUDA": (
+        "distributed.py",
+        'cuda = cfg.device in ("auto", "cuda") and torch.cuda.is_available()',
+        'cuda = cfg.device != "cpu" and torch.cuda.is_available()',
+        "tests/test_distributed.py::test_one_worker_per_gpu_id_or_as_many_as_nproc",
     ),
     "the package needs fcntl, which Windows lacks": (
         "files.py",

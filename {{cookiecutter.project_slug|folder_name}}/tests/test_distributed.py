@@ -67,6 +67,7 @@ def test_balanced_sampling_gives_each_rank_its_own_share_of_one_global_draw(monk
         ({"gpus": "0,1,2"}, True, 3),
         ({"gpus": "0,1,2"}, False, 1),
         ({"gpus": "0,1", "device": "cpu"}, True, 1),
+        ({"gpus": "0,1", "device": "mps"}, True, 1),  # GPUs count for CUDA only
         ({"gpus": "", "device": "cpu", "nproc": 2}, False, 2),
         ({"gpus": "cpu"}, True, 1),
     ],

@@ -17,6 +17,7 @@ from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.core.files import LOCK_FILE
 from {{ cookiecutter.package_name }}.core.run_folder import RunFolder, releasing_run_folders
 from {{ cookiecutter.package_name }}.serving.inference import default_evaluation_dir
+from {{ cookiecutter.package_name }}.training import train as train_module
 
 SMOKE = ["--epochs", "1", "--max-steps-per-epoch", "2", "--batch-size", "16", "--device", "cpu", "--no-plots"]
 SMOKE += ["--model", "small_cnn"]  # whatever the default: the layer `fc` below is its
@@ -82,6 +83,7 @@ def test_every_module_imports_and_a_run_guards_its_folder_without_fcntl_or_the_o
     )
     assert done.returncode == 0 and "exit codes 0 5" in done.stdout, done.stderr
     assert "another training run is writing into" in done.stderr and (run / "model.pt").is_file()
+    assert "Warning" not in done.stderr  # filelock's note on its fallback: the refusal stays one line
 
 
 def test_a_process_forked_during_a_run_does_not_keep_its_folder_locked_after_it(tmp_path):
@@ -90,6 +92,39 @@ def test_a_process_forked_during_a_run_does_not_keep_its_folder_locked_after_it(
         claim_and_fork(tmp_path / "run").kill()  # the same process goes on: a test, a notebook, a tune's next trial
     finally:
         child.kill()
+
+
+def test_a_run_that_another_run_wrote_into_as_it_started_is_refused_not_continued(tmp_path, capsys, monkeypatch):
+    """The checks read the folder before the run claims it; another run that ended meanwhile (its newer epochs, or
+    a finished model.pt) would be continued from a stale state or replaced. Here the other run trains while this
+    one builds its data, between the checks and the claim."""
+    run, left, real_build_data = tmp_path / "run", {}, train_module.build_data
+
+    def build_data_as_another_run_trains(*args, **kwargs):
+        monkeypatch.setattr(train_module, "build_data", real_build_data)
+        assert main(["train", *SMOKE, "--output-dir", str(run)]) == 0  # the other run, from start to end
+        left.update(files_in(run))
+        return real_build_data(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "build_data", build_data_as_another_run_trains)
+    assert main(["train", *SMOKE, "--output-dir", str(run)]) == 5
+    assert "another training run wrote into" in one_line_error(capsys)
+    assert left and files_in(run) == left  # the other run's files, as it left them
+
+
+def files_in(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
+
+
+def test_a_link_planted_as_the_lock_of_a_folder_of_other_files_is_left_as_it_is(tmp_path, capsys):
+    mine, target = tmp_path / "mine", tmp_path / "precious.txt"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    target.write_text("keep")
+    (mine / LOCK_FILE).symlink_to(target)
+    assert main(["train", *SMOKE, "--output-dir", str(mine)]) == 5
+    assert "holds files that no training run wrote (notes.txt)" in one_line_error(capsys)
+    assert (mine / LOCK_FILE).is_symlink() and target.read_text() == "keep"
 
 
 def test_a_folder_of_other_files_is_refused_and_left_as_it_was(fingerprint, tmp_path, capsys):

@@ -13,15 +13,13 @@ from pathlib import Path
 
 import optuna
 import pytest
-{% if ckpt %}
 import torch
-{% endif %}
 import yaml
 from conftest import listing
 
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.core.config import make_config
-from {{ cookiecutter.package_name }}.core.errors import DataError, OutputError, UserError
+from {{ cookiecutter.package_name }}.core.errors import DataError, DeviceError, OutputError, UserError
 from {{ cookiecutter.package_name }}.core.files import unlock
 from {{ cookiecutter.package_name }}.training import tune as tune_module
 from {{ cookiecutter.package_name }}.training.train import train
@@ -490,6 +488,13 @@ def test_a_second_tune_into_the_same_folder_is_refused(searched, tmp_path):
     finally:
         unlock(holder)
     assert not (folder / "study.db").exists()
+
+
+def test_a_device_this_machine_lacks_is_refused_before_the_tune_folder_is_touched(searched, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda check_available=False: None)  # none here
+    with pytest.raises(DeviceError, match="^--device xpu was asked for but this machine has none"):
+        tune(replace(searched, device="xpu"), space_file(tmp_path, "lr: [0.1]\n"), 1, None, 5)
+    assert not Path(searched.output_dir).exists()  # no lock, no study
 
 
 def test_a_folder_of_other_files_is_refused(searched, tmp_path):

@@ -72,7 +72,7 @@ def continue_after_restart(cfg):
 def workers_wanted(cfg) -> int:
     """--nproc when given, else one worker per --gpus id when training on GPUs, else one. On GPUs, never more
     workers than visible GPUs: the extra ones would die in CUDA with 'invalid device ordinal'."""
-    cuda = cfg.device != "cpu" and torch.cuda.is_available()
+    cuda = cfg.device in ("auto", "cuda") and torch.cuda.is_available()
     workers = cfg.nproc or ((len(gpu_ids(cfg.gpus)) or 1) if cuda else 1)
     if cuda and workers > torch.cuda.device_count():
         raise DeviceError(

@@ -1,18 +1,23 @@
-"""Every file a run writes goes through `replacing`: the content goes to a new temporary file beside the target
+"""Files written whole, and folders one command at a time writes into.
+
+Every file a run writes goes through `replacing`: the content goes to a new temporary file beside the target
 (created exclusively under a random name, never through a link), is flushed to disk, and is renamed over the
 target. A crash leaves the old file or the new one, never half of one; a symlink planted in a run folder is
-replaced, not followed."""
+replaced, not followed. `hold` gives a command a folder to itself."""
 
 import contextlib
 import errno
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from .errors import OutputError, first_line
+
+with warnings.catch_warnings():  # where the system has no file locks, filelock falls back, as documented, and says so
+    warnings.filterwarnings("ignore", "only soft file lock is available")
+    from filelock import FileLock, Timeout
 
 UMASK = os.umask(0)
 os.umask(UMASK)  # read once: temporary files start private, the written files get the usual permissions
@@ -56,8 +61,10 @@ def hold(folder: Path) -> FileLock | None:
 
 
 def held_elsewhere(folder: Path) -> bool:
-    """Whether another process holds `folder`, found without leaving a lock file in a folder that has none."""
-    if not (Path(folder) / LOCK_FILE).exists():
+    """Whether another process holds `folder`, found without leaving a lock file in a folder that has none (or
+    replacing a link that stands there: `hold` never leaves one)."""
+    path = Path(folder) / LOCK_FILE
+    if path.is_symlink() or not path.exists():
         return False
     lock = hold(folder)
     if lock is None:

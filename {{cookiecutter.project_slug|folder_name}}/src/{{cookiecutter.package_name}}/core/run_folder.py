@@ -11,10 +11,8 @@ import os
 import shutil
 from pathlib import Path
 
-from filelock import FileLock
-
 from .errors import OutputError
-from .files import cannot_write, held_elsewhere, hold, unlock
+from .files import LOCK_FILE, FileLock, cannot_write, held_elsewhere, hold, unlock
 
 MARKERS = ("classes.txt", "answers.json")  # a run writes both before its first step; a user's folder has neither
 OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate and features wrote beside them
@@ -43,6 +41,7 @@ class RunFolder:
     def __init__(self, path: Path, overwrite: bool):
         self.path, self.overwrite = Path(path), overwrite
         self.seen = _listing(self.path)
+        self.as_checked = _state(self.path)  # what the checks before the claim read
         visible = sorted(name for name in self.seen if not name.startswith("."))  # .DS_Store and the like
         if visible and not all(marker in self.seen for marker in MARKERS):
             refuse_if_busy(self.path)  # a run starting there has not written them all yet
@@ -61,6 +60,9 @@ class RunFolder:
         lock = hold(self.path)
         if lock is None:
             raise OutputError(BUSY.format(self.path))
+        if _state(self.path) != self.as_checked:  # another run ended there while this one was being set up
+            unlock(lock)
+            raise OutputError(f"another training run wrote into {self.path} as this one started; run it again")
         _HELD[self.path.resolve()] = lock
         old = [*self.path.glob(".*.tmp"), *self.path.glob(".*.tmp.*")]  # writes cut short by a kill
         if self.overwrite:
@@ -92,6 +94,19 @@ def releasing_run_folders(function):
                 unlock(_HELD.pop(folder))
 
     return call
+
+
+def _state(path: Path) -> dict[str, tuple]:
+    """Each entry of the folder with its kind, size and time of change (the lock file aside): a checkpoint, a metrics
+    row or a model.pt that appeared or changed shows."""
+    found = {}
+    for name in _listing(path) - {LOCK_FILE}:
+        try:
+            info = os.stat(path / name, follow_symlinks=False)
+        except OSError:  # gone meanwhile: that is a change too
+            continue
+        found[name] = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino)
+    return found
 
 
 def _listing(path: Path) -> set[str]:

@@ -80,6 +80,14 @@ def resolve_device(requested: str, gpus: str) -> torch.device:
     return torch.device("cpu")
 
 
+def check_device(requested: str, gpus: str) -> None:
+    """A device asked for by name that this machine lacks: `resolve_device`'s one line, said before a command writes
+    anything (tune, before it opens its study), and without its notices."""
+    found = torch.accelerator.current_accelerator(check_available=True)
+    if requested not in ("auto", "cpu") and (found is None or found.type != requested):
+        resolve_device(requested, gpus)
+
+
 def seed_everything(seed: int, deterministic: bool) -> None:
     """Seed python, numpy and torch; trade cudnn.benchmark for repeatability on request."""
     random.seed(seed)

@@ -61,8 +61,8 @@ def rng_state(loader_generator: torch.Generator) -> dict:
 
 
 def _started_accelerator() -> torch.device | None:
-    """The accelerator (cuda, mps, xpu, ...) this process has started, else None: asking starts none, so a CPU run
-    keeps no accelerator state."""
+    """The accelerator (cuda, xpu, ...) this process has started, else None: asking starts none, so a CPU run keeps
+    no accelerator state. MPS, which has no lazy start, counts as started wherever it is available."""
     found = torch.accelerator.current_accelerator()  # what torch was built for; does not start it
     if found is None:
         return None

@@ -39,14 +39,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 import yaml
-from filelock import FileLock
 
 from ..core.config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce, saved_fields
 {% if ddp %}
 from ..core.distributed import broadcast, is_main, setup, world_size
 {% endif %}
 from ..core.errors import OutputError, TrainingDiverged, UserError, first_line, one_line
-from ..core.files import LOCK_FILE, cannot_write, hold, unlock, write_text
+from ..core.files import LOCK_FILE, FileLock, cannot_write, hold, unlock, write_text
+from ..core.runtime import check_device
 {% if ckpt %}
 from .checkpoint import GracefulStop
 {% endif %}
@@ -222,6 +222,7 @@ def tune(base: TrainConfig, space_file: str, trials: int, timeout: float | None,
     seconds have passed; write trials.csv and best.yaml into the tune folder and return them."""
     optuna = _optuna()
     space = load_space(space_file)
+    check_device(base.device, base.gpus)  # refused before the study is touched
 {% if ddp %}
     setup(base.device, base.gpus, base.dist_timeout)  # once, for every trial: rank 0 hands them out through it
     _check_batch_sizes(space.get("batch_size"))
