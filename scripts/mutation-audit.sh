@@ -4,7 +4,8 @@
 #
 #   scripts/mutation-audit.sh [MODULE...] [--sample N] [--seed S] [--min-killed PCT]
 #
-#   MODULE        metrics layouts config optim ema files checkpoint pipeline engine inference (default: all of them)
+#   MODULE        metrics layouts config optim ema files checkpoint checkpoint_file continuation pipeline engine
+#                 inference (default: all of them)
 #   --sample N    test only a seeded random sample of N mutants of the chosen modules (for CI: a few minutes)
 #   --seed S      the sample's seed (default 0)
 #   --min-killed  exit 1 when the killed share (killed / mutants, in %) of what ran is below PCT (default 0)
@@ -72,7 +73,9 @@ SEL_inference=(tests/test_datasets.py tests/test_features.py tests/test_amp.py
     tests/test_reports.py::test_an_evaluation_with_tta_gets_its_own_folder_named_after_the_data
     tests/test_run_folder.py::test_a_planted_link_in_place_of_an_evaluation_folder_is_replaced
     tests/test_run_folder.py::test_predict_never_writes_over_a_file_that_holds_no_predictions)
-ALL_MODULES=(metrics layouts config optim ema files checkpoint pipeline engine inference)
+SEL_checkpoint_file=("${SEL_checkpoint[@]}")
+SEL_continuation=("${SEL_checkpoint[@]}")
+ALL_MODULES=(metrics layouts config optim ema files checkpoint checkpoint_file continuation pipeline engine inference)
 
 main() {  # one function: bash has read all of it before it starts, so editing this file mid-run is safe
 local modules=() sample=0 seed=0 min_killed=0 module names copy start arguments item dotted

@@ -68,9 +68,14 @@ def _from_imports(node: ast.AST):
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
-    names = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+    """The names a module defines at its top level, in a top-level `with`, `if` or `try` block too (an import made
+    inside `warnings.catch_warnings()`, say)."""
+    names, body = set(), list(tree.body)
+    for node in body:
+        if isinstance(node, ast.With | ast.If | ast.Try):
+            body += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
+            body += [statement for handler in getattr(node, "handlers", []) for statement in handler.body]
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
             names.add(node.name)
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]

@@ -20,19 +20,19 @@ GUARD_TIMEOUT = 500  # the guards' own cases time out at 300 s each (own_pytest_
 # name: (file in the package, the fragment, its broken replacement, the generated tests that must fail)
 MUTATIONS = {
     "resume finds no checkpoint": (
-        "checkpoint.py",
+        "continuation.py",
         "    return latest\n",
         "    return None\n",
         "tests/test_checkpoint.py::test_resumed_run_equals_an_uninterrupted_one_bitwise",
     ),
     "resume loads nothing": (
-        "checkpoint.py",
+        "continuation.py",
         "obj.load_state_dict(state[name])",
         "pass",
         "tests/test_checkpoint.py::test_resumed_run_equals_an_uninterrupted_one_bitwise",
     ),
     "resume keeps the fresh random streams": (
-        "checkpoint.py",
+        "continuation.py",
         'restore_rng(state["rng"][index], loader_generator)',
         "pass",
         "tests/test_checkpoint.py::test_resumed_run_equals_an_uninterrupted_one_bitwise",
@@ -238,7 +238,7 @@ MUTATIONS = {
         "tests/test_distributed.py::test_more_workers_than_visible_gpus_is_one_clear_error",
     ),
     "every visible GPU's random state": (
-        "checkpoint.py",
+        "checkpoint_file.py",
         "state[accelerator.type] = torch.get_device_module(accelerator).get_rng_state()",
         "state[accelerator.type] = torch.get_device_module(accelerator).get_rng_state_all()",
         "tests/test_checkpoint.py::test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only",
@@ -359,7 +359,7 @@ MUTATIONS = {
         "tests/test_ema.py::test_the_saved_average_is_the_decay_folded_over_the_weights_of_every_step",
     ),
     "best.pt chosen by validation loss": (
-        "checkpoint.py",
+        "checkpoint_file.py",
         'metrics[-1]["val_acc"] > max((row["val_acc"] for row in metrics[:-1]), default=-1.0):',
         'metrics[-1]["val_loss"] < min((row["val_loss"] for row in metrics[:-1]), default=float("inf")):',
         "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss",
@@ -571,7 +571,7 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_a_resume_into_a_new_folder_validates_on_the_images_the_run_held_out",
     ),
     "garbled random streams a traceback": (
-        "checkpoint.py",
+        "continuation.py",
         "    except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError) as exc:\n"
         '        raise ModelError(f"{path}: its random streams',
         '    except ZeroDivisionError as exc:\n        raise ModelError(f"{path}: its random streams',
@@ -621,7 +621,7 @@ MUTATIONS = {
         "tests/test_cli.py::test_auto_device_falls_back_to_cpu_with_one_line_unless_the_cpu_was_chosen",
     ),
     "the stop notice glued to the echoed ^C": (
-        "checkpoint.py",
+        "stop_signals.py",
         'fresh_line = "\\n" if sys.stderr.isatty() else ""',
         'fresh_line = ""',
         "tests/test_checkpoint.py::test_the_stop_notice_starts_on_a_line_of_its_own_in_a_terminal",
@@ -639,7 +639,7 @@ MUTATIONS = {
         "tests/test_run_folder.py::test_predict_never_writes_over_a_file_that_holds_no_predictions",
     ),
     "a hand-made checkpoint's missing keys a traceback": (
-        "checkpoint.py",
+        "continuation.py",
         "    if unusable:",
         "    if False:",
         "tests/test_checkpoint.py::test_resume_restores_each_object_and_the_streams_of_its_own_rank",
@@ -651,7 +651,7 @@ MUTATIONS = {
         "tests/test_speed_tricks.py::test_accumulating_k_batches_of_b_equals_one_batch_of_kb",
     ),
     "a cut-short last.pt stops --resume auto": (
-        "checkpoint.py",
+        "continuation.py",
         '            print(f"skipping {exc}")\n            continue',
         "            raise",
         "tests/test_checkpoint.py::test_resume_auto_falls_back_to_best_when_last_is_empty_and_refuses_weights_files",
@@ -918,7 +918,7 @@ MUTATIONS = {
         "tests/test_data.py::test_a_jpeg_is_decoded_to_the_pixels_pillow_decodes_and_a_broken_one_is_named",
     ),
     "best.pt written a second time": (
-        "checkpoint.py",
+        "checkpoint_file.py",
         'files.share(out / "last.pt", out / "best.pt")',
         'files.save(torch.load(out / "last.pt", weights_only=False), out / "best.pt")',
         "tests/test_checkpoint.py::test_a_best_last_epoch_is_one_file_under_two_names_and_a_later_epoch_leaves_it_be",
@@ -930,7 +930,7 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_the_number_of_data_loading_workers_never_changes_the_weights",
     ),
     "a later epoch that ties the best takes best.pt": (
-        "checkpoint.py",
+        "checkpoint_file.py",
         'metrics[-1]["val_acc"] > max((row["val_acc"] for row in metrics[:-1]), default=-1.0):',
         'metrics[-1]["val_acc"] >= max((row["val_acc"] for row in metrics[:-1]), default=-1.0):',
         "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss",
@@ -1014,7 +1014,7 @@ MUTATIONS = {
         "tests/test_distributed.py::test_workers_stopped_by_a_signal_end_the_launcher_with_their_code_not_as_a_failure",
     ),
     "a mid-epoch checkpoint resumed onto another epoch": (
-        "checkpoint.py",
+        "continuation.py",
         'may_change = RESUME_MAY_CHANGE - ({"max_steps_per_epoch"} if mid_epoch else set())',
         "may_change = RESUME_MAY_CHANGE",
         "tests/test_checkpoint.py::test_a_mid_epoch_checkpoint_resumes_only_onto_the_same_epoch_and_in_one_line",
@@ -1026,7 +1026,7 @@ MUTATIONS = {
         "tests/test_cli.py::test_auto_trains_on_the_accelerator_torch_finds_and_one_named_but_missing_is_one_line",
     ),
     "a checkpoint keeps the random state of CUDA only": (
-        "checkpoint.py",
+        "checkpoint_file.py",
         "state[accelerator.type] = torch.get_device_module(accelerator).get_rng_state()",
         'state["cuda"] = torch.cuda.get_rng_state()',
         "tests/test_checkpoint.py::test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only",
@@ -1081,7 +1081,7 @@ MUTATIONS = {
     ),
     # Found by the review of stop 34: runs resumed onto fewer epochs, early-stopped runs, a live run's folder
     "a run cut back to fewer epochs than its checkpoint holds": (
-        "checkpoint.py",
+        "continuation.py",
         "    if cfg.epochs < least:",
         "    if False:",
         "tests/test_checkpoint.py::test_a_run_is_never_cut_back_to_fewer_epochs_than_its_checkpoint_holds",
@@ -1093,13 +1093,13 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes_its_files",
     ),
     "a finished early-stopped run trains on when resumed": (
-        "checkpoint.py",
+        "continuation.py",
         '    if ended and "progress" not in state and _stopped_early(state, cfg.patience):',
         "    if False:",
         "tests/test_checkpoint.py::test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes_its_files",
     ),
     "a live run's folder refused for the checkpoints it is writing": (
-        "checkpoint.py",
+        "continuation.py",
         "        refuse_if_busy(out)  # a live run writing there is the reason to give",
         "        pass",
         "tests/test_checkpoint.py::test_an_unfinished_run_is_named_so_and_one_that_a_live_run_holds_is_refused_as_busy",
@@ -1111,14 +1111,14 @@ MUTATIONS = {
         "tests/test_run_folder.py::test_a_second_run_into_a_folder_in_use_stops_with_one_line",
     ),
     "a checkpoint's epoch taken on trust": (
-        "checkpoint.py",
+        "checkpoint_file.py",
         '    if type(state["epoch"]) is not int or state["epoch"] < 0:',
         "    if False:",
         "tests/test_checkpoint.py::test_a_checkpoint_whose_epoch_is_no_count_is_refused_in_one_line",
     ),
     # Found by the second review of stop 34
     "a checkpoint with no epoch left continued into a new folder": (
-        "checkpoint.py",
+        "continuation.py",
         "    _refuse_if_done(path, state, cfg, ended=finished or not own)",
         "    _refuse_if_done(path, state, cfg, ended=finished)",
         "tests/test_checkpoint.py::test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint",
@@ -1142,13 +1142,13 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_a_mid_epoch_checkpoint_finishes_its_epoch_before_a_smaller_patience_stops_the_run",
     ),
     "best.pt resumed over a newer mid-epoch last.pt": (
-        "checkpoint.py",
+        "continuation.py",
         "    if newest and _reached(state) < _reached(newest[1]):",
         '    if newest and state["epoch"] < newest[1]["epoch"]:',
         "tests/test_checkpoint.py::test_a_run_is_never_cut_back_to_fewer_epochs_than_its_checkpoint_holds",
     ),
     "a finished run continued from a checkpoint older than its end": (
-        "checkpoint.py",
+        "continuation.py",
         '    if finished and state["epoch"] < (recorded := _epochs_recorded(out)):',
         "    if False:",
         "tests/test_checkpoint.py::test_a_finished_run_whose_last_pt_cannot_be_read_is_not_continued_from_an_older_best_pt",
@@ -1185,25 +1185,25 @@ MUTATIONS = {
         "tests/test_export.py::test_a_file_replaced_by_another_runs_export_is_refused_in_one_line",
     ),
     "a resume changes what the run learns without a word": (
-        "checkpoint.py",
+        "continuation.py",
         "    if kept:\n",
         "    if False:\n",
         "tests/test_checkpoint.py::test_a_resume_that_changes_what_the_run_learns_is_refused_in_one_line_and_writes_nothing",
     ),
     "a resume's changes not kept in the run folder": (
-        "checkpoint.py",
+        "checkpoint_file.py",
         "            files.write_text(out / CHANGES, table.getvalue())",
         "            pass",
         "tests/test_checkpoint.py::test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change",
     ),
     "the changes of earlier resumes dropped": (
-        "checkpoint.py",
+        "continuation.py",
         '    return state["metrics"], history + changes',
         '    return state["metrics"], changes',
         "tests/test_checkpoint.py::test_a_resume_says_what_it_changes_and_the_run_folder_keeps_each_change",
     ),
     "a resume onto another split": (
-        "checkpoint.py",
+        "continuation.py",
         '        changed.append("split")',
         "        pass",
         "tests/test_checkpoint.py::test_a_resume_keeps_the_split_it_trained_on_wherever_its_folder_goes",
@@ -1215,13 +1215,13 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_a_stop_signal_as_the_run_starts_stops_it_before_its_first_step_saying_so",
     ),
     "a Ctrl-C as a run writes its final files raised after they are written": (
-        "checkpoint.py",
+        "stop_signals.py",
         "            if callable(handler) and handler is not signal.default_int_handler:",
         "            if callable(handler):",
         "tests/test_checkpoint.py::test_a_stop_signal_as_the_run_writes_its_final_files_lets_it_finish_them_and_says_so",
     ),
     "a stop signal as a trial is set up goes unheeded": (
-        "checkpoint.py",
+        "stop_signals.py",
         "            stop.signal, stop.since = _STOPS[-1].signal, _STOPS[-1].since",
         "            pass",
         "tests/test_tune.py::test_a_stop_signal_as_a_trial_is_set_up_stops_that_trial_before_its_first_step",

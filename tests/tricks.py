@@ -324,7 +324,10 @@ ENTRIES = [
     Trick(
         prompt="use_checkpointing",
         short="ckpt",
-        files=("{package}/training/checkpoint.py", "tests/test_checkpoint.py"),
+        files=(
+            *("{package}/training/checkpoint.py", "{package}/training/checkpoint_file.py"),
+            *("{package}/training/continuation.py", "{package}/training/stop_signals.py", "tests/test_checkpoint.py"),
+        ),
         traces=("last.pt", "best.pt", "resume"),
         config_keys=("checkpoint_every",),  # --resume is a flag of one command: config.yaml never keeps it
         flags=(),

@@ -22,9 +22,9 @@ from {{ cookiecutter.package_name }}.core import files
 from {{ cookiecutter.package_name }}.core.config import TrainConfig, make_config
 from {{ cookiecutter.package_name }}.core.errors import ModelError, OutputError, UserError
 from {{ cookiecutter.package_name }}.models import read_weights
-from {{ cookiecutter.package_name }}.training import checkpoint
+from {{ cookiecutter.package_name }}.training import checkpoint, checkpoint_file, continuation, stop_signals
 from {{ cookiecutter.package_name }}.training import train as train_module
-from {{ cookiecutter.package_name }}.training.checkpoint import SCRIPT
+from {{ cookiecutter.package_name }}.training.stop_signals import SCRIPT
 
 
 def metrics_without_time(run: Path) -> list[dict]:
@@ -175,7 +175,7 @@ def test_the_number_of_data_loading_workers_never_changes_the_weights(tiny_confi
 
 def saves(monkeypatch) -> list:
     """The checkpoints train() writes from here on: the step of each mid-epoch one, "epoch" for one after an epoch."""
-    written, save = [], checkpoint.save_checkpoints
+    written, save = [], checkpoint_file.save_checkpoints
 
     def recorded(out, stateful, loader, metrics, cfg, progress=None, changes=()):
         written.append(progress.step if progress else "epoch")
@@ -197,7 +197,7 @@ def test_checkpoint_every_n_steps_saves_mid_epoch_after_each_nth_optimizer_step(
 
 def test_checkpoint_every_minutes_saves_when_the_time_has_come(tiny_config, monkeypatch):
     now = [0.0]
-    monkeypatch.setattr(checkpoint.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(stop_signals.time, "monotonic", lambda: now[0])
     steps, written = batches_trained(monkeypatch), saves(monkeypatch)
     monkeypatch.setattr(checkpoint.Checkpoints, "after_step", _ticking(checkpoint.Checkpoints.after_step, now))
     train_module.train(replace(tiny_config, max_steps_per_epoch=5, checkpoint_every="10min"))
@@ -225,7 +225,7 @@ def test_checkpoints_due_inside_an_accumulation_group_wait_for_its_step_and_resu
     straight = tmp_path / "straight"
     train_module.train(replace(cfg, output_dir=str(straight)))  # without mid-epoch checkpoints
     now = [0.0]
-    monkeypatch.setattr(checkpoint.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(stop_signals.time, "monotonic", lambda: now[0])
     monkeypatch.setattr(checkpoint.Checkpoints, "after_step", _ticking(checkpoint.Checkpoints.after_step, now, 25))
     written, run = saves(monkeypatch), replace(cfg, checkpoint_every=every, output_dir=str(tmp_path / "run"))
     _train_interrupted_in_epoch(run, 2, monkeypatch)  # killed as epoch 2 ends: its last mid-epoch checkpoint stays
@@ -663,7 +663,7 @@ def test_every_setting_either_may_change_on_resume_and_is_recorded_or_is_refused
             state = {"config": saved_fields(cfg), "epoch": 2} | ({"progress": progress} if progress else {})
             may_change = name in MAY_CHANGE_ON_RESUME and not (progress and name == "max_steps_per_epoch")
             try:
-                rows = checkpoint.resume_changes(path, state, changed)
+                rows = continuation.resume_changes(path, state, changed)
             except ModelError as exc:
                 said, named = str(exc), f"differs in: {name} {written(before)}, now {written(after)}"
                 if may_change or "\n" in said or named not in said:
@@ -809,13 +809,13 @@ def test_a_stop_signal_as_the_run_writes_its_final_files_lets_it_finish_them_and
     tmp_path, capsys, monkeypatch, number, python_ctrl_c
 ):
     """The run has finished: it exits 0 (a Ctrl-C there is no KeyboardInterrupt after the fact either)."""
-    run, handlers = tmp_path / "run", {number: signal.getsignal(number) for number in checkpoint.STOP_SIGNALS}
+    run, handlers = tmp_path / "run", {number: signal.getsignal(number) for number in stop_signals.STOP_SIGNALS}
     _signalled_before(monkeypatch, "_save_results", number)
     assert main([*SMALL, "--output-dir", str(run)]) == 0
     err = capsys.readouterr().err
     assert f"{signal.Signals(number).name} came as the run wrote its final files: they are complete" in err, err
     assert read_weights(run / "model.pt")[1]  # written whole, after the signal
-    assert {number: signal.getsignal(number) for number in checkpoint.STOP_SIGNALS} == handlers
+    assert {number: signal.getsignal(number) for number in stop_signals.STOP_SIGNALS} == handlers
 
 
 def test_a_resume_onto_data_with_other_classes_is_refused(fingerprint, image_folder, tmp_path, capsys):
@@ -906,7 +906,7 @@ def test_a_copied_run_continues_in_the_copy_from_any_folder(fingerprint, tmp_pat
 
 def test_the_stop_notice_starts_on_a_line_of_its_own_in_a_terminal(monkeypatch, capsys):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    checkpoint.GracefulStop()._request(signal.SIGINT, None)  # after the ^C the terminal echoes
+    stop_signals.GracefulStop()._request(signal.SIGINT, None)  # after the ^C the terminal echoes
     assert capsys.readouterr().err.startswith("\nSIGINT: stopping at the next resumable point")
 
 
@@ -1017,13 +1017,13 @@ def test_a_gpu_run_keeps_the_random_state_of_its_own_gpu_only(monkeypatch, kind)
     monkeypatch.setattr(gpu, "set_rng_state", lambda state, device=kind: restored.append(state))
     monkeypatch.setattr(gpu, "set_rng_state_all", lambda states: pytest.fail("restored several GPUs' states"))
     generator = torch.Generator()
-    state = checkpoint.rng_state(generator)
-    checkpoint.restore_rng(state, generator)
+    state = checkpoint_file.rng_state(generator)
+    checkpoint_file.restore_rng(state, generator)
     assert torch.equal(state[kind], torch.tensor([7], dtype=torch.uint8)) and restored == [state[kind]]
 
 
 def test_a_cpu_run_keeps_no_gpu_random_state():
-    assert "cuda" not in checkpoint.rng_state(torch.Generator())  # nothing initialised CUDA in this process
+    assert "cuda" not in checkpoint_file.rng_state(torch.Generator())  # nothing initialised CUDA in this process
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="a GPU run's files: the GPU lane")
@@ -1053,7 +1053,7 @@ def test_init_from_and_resume_together_are_refused():
 
 def test_a_stop_request_ends_the_epochs_and_a_second_one_exits_at_once(capsys):
     """In-process: the handler called as the signal would call it (the slow tests send real signals)."""
-    stop = checkpoint.GracefulStop()
+    stop = stop_signals.GracefulStop()
     before = signal.getsignal(signal.SIGTERM)
     assert not stop and list(stop.epochs(range(3))) == [0, 1, 2]
     seen = []
@@ -1074,8 +1074,8 @@ def test_a_stop_request_ends_the_epochs_and_a_second_one_exits_at_once(capsys):
 def test_the_same_signal_twice_within_a_second_is_one_request_and_later_it_exits_at_once(monkeypatch):
     """A scheduler signals the whole process group and a launcher passes the signal on: a worker gets it twice."""
     now = [100.0]
-    monkeypatch.setattr(checkpoint.time, "monotonic", lambda: now[0])
-    stop = checkpoint.GracefulStop()
+    monkeypatch.setattr(stop_signals.time, "monotonic", lambda: now[0])
+    stop = stop_signals.GracefulStop()
     stop._request(signal.SIGUSR1, None)
     now[0] += 0.9
     stop._request(signal.SIGUSR1, None)  # the same request: the run goes on to its resumable point
@@ -1086,7 +1086,7 @@ def test_the_same_signal_twice_within_a_second_is_one_request_and_later_it_exits
 
 
 def test_after_a_stop_the_run_exits_128_plus_the_signal_saying_how_to_continue(tmp_path, capsys, monkeypatch):
-    stop = checkpoint.GracefulStop()
+    stop = stop_signals.GracefulStop()
     assert stop.exit_if_stopped(tmp_path) is None and capsys.readouterr().err == ""  # not stopped: carries on
     stop._request(signal.SIGTERM, None)
     capsys.readouterr()
@@ -1106,7 +1106,7 @@ def test_after_a_stop_the_run_exits_128_plus_the_signal_saying_how_to_continue(t
     saved = f"{tmp_path / 'last.pt'} holds step 3 of epoch 2"
     assert capsys.readouterr().err == f"stopped by SIGTERM: {saved}; {again}\n"
 {% if cookiecutter.use_distributed %}
-    monkeypatch.setattr(checkpoint, "is_main", lambda: False)  # another rank: rank 0 says where to continue
+    monkeypatch.setattr(stop_signals, "is_main", lambda: False)  # another rank: rank 0 says where to continue
     with pytest.raises(SystemExit) as raised:
         stop.exit_if_stopped(tmp_path)
     assert raised.value.code == 143 and capsys.readouterr().err == ""
@@ -1126,12 +1126,12 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
 
     def refusal(found, config=cfg) -> str:
         with pytest.raises(OutputError) as raised:
-            checkpoint.check_continuation(out, found, config)
+            continuation.check_continuation(out, found, config)
         return str(raised.value)
 
-    assert checkpoint.check_continuation(out, None, cfg) is None  # an empty folder: a new run
+    assert continuation.check_continuation(out, None, cfg) is None  # an empty folder: a new run
     save({"epoch": 1}, other / "last.pt")
-    assert checkpoint.check_continuation(out, (other / "last.pt", {"epoch": 1}), cfg) is None  # into an empty one
+    assert continuation.check_continuation(out, (other / "last.pt", {"epoch": 1}), cfg) is None  # into an empty one
     assert refusal((other / "last.pt", {"epoch": 5})) == (  # it would leave a model.pt alone there
         f"{other / 'last.pt'} is the end of epoch 5; pass --epochs 6 or more to continue it"
     )
@@ -1147,7 +1147,7 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
         f"{out / 'best.pt'} is epoch 1 but {out} went on to epoch 2; "
         f"continue from {out / 'last.pt'}, or pass --overwrite to branch off here"
     )
-    assert checkpoint.check_continuation(out, (out / "last.pt", {"epoch": 2}), by_path) is None
+    assert continuation.check_continuation(out, (out / "last.pt", {"epoch": 2}), by_path) is None
     (out / "model.pt").write_bytes(b"")
     fresh = SimpleNamespace(resume=None, epochs=5, patience=0, overwrite=False)
     assert refusal(None, fresh) == (
@@ -1156,7 +1156,7 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
     assert refusal((out / "last.pt", {"epoch": 5})) == (
         f"{out / 'last.pt'} is the end of epoch 5; pass --epochs 6 or more to continue it"
     )
-    assert checkpoint.check_continuation(out, (out / "last.pt", {"epoch": 4}), cfg) is None
+    assert continuation.check_continuation(out, (out / "last.pt", {"epoch": 4}), cfg) is None
     (out / "best.pt").unlink()
     (out / "last.pt").unlink()
     # a finished run without checkpoints
@@ -1168,23 +1168,23 @@ def test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint(tmp_path)
 def test_resume_auto_takes_the_newest_loadable_checkpoint(tmp_path, capsys):
     from {{ cookiecutter.package_name }}.core.files import save
 
-    assert checkpoint.find_checkpoint("auto", tmp_path) is None
+    assert continuation.find_checkpoint("auto", tmp_path) is None
     assert capsys.readouterr().out == f"no checkpoint in {tmp_path}: starting from scratch\n"
-    assert checkpoint.find_checkpoint("auto", tmp_path, quiet=True) is None and capsys.readouterr().out == ""
-    assert checkpoint.find_checkpoint(None, tmp_path) is None
+    assert continuation.find_checkpoint("auto", tmp_path, quiet=True) is None and capsys.readouterr().out == ""
+    assert continuation.find_checkpoint(None, tmp_path) is None
     save({"epoch": 3, "tag": "last"}, tmp_path / "last.pt")
-    path, state = checkpoint.find_checkpoint("auto", tmp_path)
+    path, state = continuation.find_checkpoint("auto", tmp_path)
     assert path == tmp_path / "last.pt" and state["tag"] == "last" and capsys.readouterr().out == ""
     (tmp_path / "best.pt").write_bytes(b"PK\x03\x04 cut short")
-    path, state = checkpoint.find_checkpoint("auto", tmp_path)
+    path, state = continuation.find_checkpoint("auto", tmp_path)
     assert path == tmp_path / "last.pt" and state["epoch"] == 3
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 1 and printed[0].startswith(f"skipping checkpoint {tmp_path / 'best.pt'} cannot be read (")
     save({"epoch": 3, "tag": "best"}, tmp_path / "best.pt")
-    assert checkpoint.find_checkpoint("auto", tmp_path)[1]["tag"] == "last"  # a tie: last wins
+    assert continuation.find_checkpoint("auto", tmp_path)[1]["tag"] == "last"  # a tie: last wins
     save({"epoch": 4, "tag": "best"}, tmp_path / "best.pt")
-    assert checkpoint.find_checkpoint("auto", tmp_path)[1]["tag"] == "best"
-    path, state = checkpoint.find_checkpoint(str(tmp_path / "last.pt"), tmp_path)
+    assert continuation.find_checkpoint("auto", tmp_path)[1]["tag"] == "best"
+    path, state = continuation.find_checkpoint(str(tmp_path / "last.pt"), tmp_path)
     assert path == tmp_path / "last.pt" and state["tag"] == "last"
 
 
@@ -1197,7 +1197,7 @@ def test_only_checkpoints_of_plain_data_are_loaded(tmp_path):
 
     def refusal(path) -> str:
         with pytest.raises(ModelError) as raised:
-            checkpoint.load_checkpoint(path)
+            checkpoint_file.load_checkpoint(path)
         return str(raised.value)
 
     assert refusal(tmp_path / "none.pt") == f"checkpoint {tmp_path / 'none.pt'} does not exist; check --resume"
@@ -1215,7 +1215,7 @@ def test_only_checkpoints_of_plain_data_are_loaded(tmp_path):
     torch.save([1, 2], tmp_path / "list.pt")
     assert refusal(tmp_path / "list.pt") == f"{tmp_path / 'list.pt'} is no checkpoint (a list); {end}"
     torch.save({"epoch": 2, "x": torch.ones(1)}, tmp_path / "good.pt")
-    assert checkpoint.load_checkpoint(tmp_path / "good.pt")["epoch"] == 2
+    assert checkpoint_file.load_checkpoint(tmp_path / "good.pt")["epoch"] == 2
 
 
 def _stateful_run(lr: float = 0.1):
@@ -1224,7 +1224,7 @@ def _stateful_run(lr: float = 0.1):
     model = nn.Linear(2, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 0.5**epoch)
-    classes = checkpoint.ClassNames(["a", "b"])
+    classes = checkpoint_file.ClassNames(["a", "b"])
     return {"model": model, "optimizer": optimizer, "scheduler": scheduler, "classes": classes}
 
 
@@ -1249,17 +1249,17 @@ def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, c
     saved = _stateful_run()
     saved["optimizer"].step()
     saved["scheduler"].step()
-    streams = [checkpoint.rng_state(torch.Generator().manual_seed(seed)) for seed in (10, 11)]
+    streams = [checkpoint_file.rng_state(torch.Generator().manual_seed(seed)) for seed in (10, 11)]
     state = {name: obj.state_dict() for name, obj in saved.items()}
     state |= {"epoch": 1, "metrics": [{"val_acc": 0.5}], "rng": streams, "config": saved_fields(cfg)}
     path = tmp_path / "last.pt"
 
     def refusal(state, stateful) -> str:
         with pytest.raises(ModelError) as raised:
-            checkpoint.resume((path, state), stateful, torch.Generator(), cfg)
+            continuation.resume((path, state), stateful, torch.Generator(), cfg)
         return str(raised.value)
 
-    assert checkpoint.resume(None, _stateful_run(), torch.Generator(), cfg) == ([], [])
+    assert continuation.resume(None, _stateful_run(), torch.Generator(), cfg) == ([], [])
     changed = {"model": "resnet18", "batch_size": 8}
     other = state | {"config": saved_fields(cfg) | changed}
     differs = (
@@ -1292,17 +1292,17 @@ def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, c
     message = "loaded state dict has a different number of parameter groups"
     assert refusal(state, fresh) == f"{path}: the saved optimizer does not fit this run ({message}); {fitting}"
     fresh = _stateful_run()
-    fresh["classes"] = checkpoint.ClassNames(["a", "c"])
+    fresh["classes"] = checkpoint_file.ClassNames(["a", "c"])
     assert refusal(state, fresh) == (
         "the checkpoint was trained on the classes ['a', 'b'], but the data has ['a', 'c']; "
         "restore the data's classes, or train into a new --output-dir"
     )
     capsys.readouterr()
 {% if cookiecutter.use_distributed %}
-    monkeypatch.setattr(checkpoint, "rank", lambda: 1)
+    monkeypatch.setattr(continuation, "rank", lambda: 1)
 {% endif %}
     generator, fresh = torch.Generator(), _stateful_run(lr=0.1)
-    assert checkpoint.resume((path, state), fresh, generator, cfg) == ([{"val_acc": 0.5}], [])
+    assert continuation.resume((path, state), fresh, generator, cfg) == ([{"val_acc": 0.5}], [])
 {% if cookiecutter.use_distributed %}
     assert torch.equal(generator.get_state(), streams[1]["loader"])  # rank 1 continues rank 1's streams
 {% else %}
@@ -1312,7 +1312,7 @@ def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, c
     assert capsys.readouterr().out == f"resumed from {path} after epoch 1\n"
 {% if cookiecutter.use_distributed %}
     generator = torch.Generator()
-    checkpoint.resume((path, state | {"rng": streams[:1]}), _stateful_run(), generator, cfg)
+    continuation.resume((path, state | {"rng": streams[:1]}), _stateful_run(), generator, cfg)
     assert torch.equal(generator.get_state(), streams[0]["loader"])
     fallback = f"{path} was written by 1 processes: random streams continue from rank 0's"
     assert capsys.readouterr().out == f"{fallback}\nresumed from {path} after epoch 1\n"
@@ -1345,7 +1345,7 @@ def test_continuing_from_a_checkpoint_of_another_name_in_its_own_folder_prints_n
 
     save({"epoch": 1}, tmp_path / "epoch1.pt")
     cfg = SimpleNamespace(resume=str(tmp_path / "epoch1.pt"), epochs=3, overwrite=False)
-    assert checkpoint.check_continuation(tmp_path, (tmp_path / "epoch1.pt", {"epoch": 1}), cfg) is None
+    assert continuation.check_continuation(tmp_path, (tmp_path / "epoch1.pt", {"epoch": 1}), cfg) is None
     assert capsys.readouterr().out == ""  # no "starting from scratch": this run does not
 
 
@@ -1354,8 +1354,8 @@ def test_a_gpu_checkpoint_resumes_on_a_cpu_run_without_touching_cuda(monkeypatch
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state: touched.append(state))
     generator = torch.Generator().manual_seed(3)
-    state = checkpoint.rng_state(generator) | {"cuda": torch.zeros(16, dtype=torch.uint8)}
-    checkpoint.restore_rng(state, torch.Generator())
+    state = checkpoint_file.rng_state(generator) | {"cuda": torch.zeros(16, dtype=torch.uint8)}
+    checkpoint_file.restore_rng(state, torch.Generator())
     assert touched == []
 
 
@@ -1377,6 +1377,6 @@ def test_a_checkpoint_written_on_a_gpu_resumes_on_a_cpu_only_machine(tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="CUDA"):  # what a plain torch.load does with it here
             torch.load(tmp_path / "last.pt", weights_only=True)
-    state = checkpoint.load_checkpoint(tmp_path / "last.pt")
+    state = checkpoint_file.load_checkpoint(tmp_path / "last.pt")
     assert state["model"]["weight"].device == torch.device("cpu") and state["model"]["weight"].sum() == 2
 {% endif %}

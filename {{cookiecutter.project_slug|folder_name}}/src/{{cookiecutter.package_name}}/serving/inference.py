@@ -26,10 +26,10 @@ from ..reports.plots import plot_run
 {% if cookiecutter.use_amp %}
 from ..training.amp import resolve_precision
 {% endif %}
-{% if cookiecutter.use_checkpointing %}
-from ..training.checkpoint import SCRIPT
-{% endif %}
 from ..training.engine import evaluate
+{% if cookiecutter.use_checkpointing %}
+from ..training.stop_signals import SCRIPT
+{% endif %}
 from .predictions import predict_images
 
 

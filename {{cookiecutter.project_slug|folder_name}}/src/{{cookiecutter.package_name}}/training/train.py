@@ -60,19 +60,16 @@ from ..tricks.sync_bn import convert_sync_bn
 from .amp import make_scaler, resolve_precision
 {% endif %}
 {% if cookiecutter.use_checkpointing %}
-from .checkpoint import (
-    Checkpoints,
-    ClassNames,
-    catching_stop_signals,
-    check_continuation,
-    find_checkpoint,
-    resume,
-    resumed_progress,
-)
+from .checkpoint import Checkpoints
+from .checkpoint_file import ClassNames
+from .continuation import check_continuation, find_checkpoint, resume, resumed_progress
 {% endif %}
 from .engine import evaluate, train_one_epoch
 from .optim import DEFAULT_LR, L1Penalty, build_optimizer, build_scheduler, learning_rates
 from .profiling import ProfiledLoader
+{% if cookiecutter.use_checkpointing %}
+from .stop_signals import catching_stop_signals
+{% endif %}
 
 ANSWERS = resources.files(__package__.partition(".")[0]) / "answers.json"  # the answers this repo was rendered from
 

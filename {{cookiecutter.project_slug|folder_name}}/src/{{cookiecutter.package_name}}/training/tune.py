@@ -48,7 +48,7 @@ from ..core.errors import OutputError, TrainingDiverged, UserError, first_line, 
 from ..core.files import LOCK_FILE, FileLock, cannot_write, hold, unlock, write_text
 from ..core.runtime import check_device
 {% if ckpt %}
-from .checkpoint import GracefulStop
+from .stop_signals import GracefulStop
 {% endif %}
 from .train import train
 
