@@ -59,13 +59,15 @@ CODE_MAP = "<!-- code map -->"
 
 
 def write_code_map(package: Path, readme: Path) -> None:
-    """The README's map of the package's modules, from the modules this render kept: each with the first sentence
-    of its docstring."""
+    """The README's map of the package, from the sub-packages and modules this render kept: each with the first
+    sentence of its docstring."""
     rows = ["| module | what it does |", "|---|---|"]
-    for module in sorted(path for path in package.rglob("*.py") if not path.name.startswith("_")):
+    sub_packages = {path.parent.relative_to(package).as_posix() + "/": path for path in package.glob("*/__init__.py")}
+    modules = {path.relative_to(package).as_posix(): path for path in package.rglob("*.py") if path.name[0] != "_"}
+    for name, module in sorted((sub_packages | modules).items()):  # a sub-package's row before its modules'
         docstring = " ".join((ast.get_docstring(ast.parse(module.read_text(encoding="utf-8"))) or "").split())
         first_sentence = docstring.split(". ")[0].removesuffix(".").replace("|", "\\|")  # a bare | would end the cell
-        rows.append(f"| `{module.relative_to(package).as_posix()}` | {first_sentence} |")
+        rows.append(f"| `{name}` | {first_sentence} |")
     readme.write_text(readme.read_text(encoding="utf-8").replace(CODE_MAP, "\n".join(rows)), encoding="utf-8")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cookiecutter.main import cookiecutter
-from render import ROOT, TEMPLATE, baked_project, package_of
+from render import ROOT, TEMPLATE, baked_project, package_of, render_files
 from tricks import answers_for
 
 GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t"}
@@ -39,11 +39,17 @@ def test_workflow_is_copied_verbatim_and_runs_lint_and_tests(default_project):
     assert "ruff check . && ruff format --check ." in runs and "pytest" in runs
 
 
-def test_pre_commit_runs_ruff_and_gitignore_keeps_outputs_out(default_project):
+def test_pre_commit_runs_ruff_and_gitignore_keeps_outputs_out_and_the_renders_files_in(default_project, tmp_path):
     config = yaml.safe_load((default_project / ".pre-commit-config.yaml").read_text())
     assert [hook["id"] for hook in config["repos"][0]["hooks"]] == ["ruff", "ruff-format"]
-    ignored = (default_project / ".gitignore").read_text().split()
-    assert {"runs/", "data/", "*.pt", ".venv/"} <= set(ignored)
+    repo = Path(shutil.copytree(default_project, tmp_path / "repo", ignore=shutil.ignore_patterns("__pycache__")))
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    for output in ("runs/20260101-000000/model.pt", "data/cifar-10-batches-py/data_batch_1", "notes.pt"):
+        (repo / output).parent.mkdir(parents=True, exist_ok=True)
+        (repo / output).write_bytes(b"")
+    listed = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=repo, capture_output=True,
+                            text=True, check=True).stdout.split()  # fmt: skip
+    assert sorted(listed) == render_files(default_project)  # the package's data/ is code: committed, not ignored
 
 
 def test_answers_file_has_no_local_paths_and_replays_to_the_same_repo(cookies, tmp_path):

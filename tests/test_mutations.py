@@ -1210,7 +1210,7 @@ MUTATIONS = {
     ),
     "a stop signal as a run starts goes unheeded": (
         "checkpoint.py",
-        "        self.stop = _STOPS[-1] if _STOPS else GracefulStop()",
+        "        self.stop = GracefulStop() if stop is None else stop",
         "        self.stop = GracefulStop()",
         "tests/test_checkpoint.py::test_a_stop_signal_as_the_run_starts_stops_it_before_its_first_step_saying_so",
     ),

@@ -19,12 +19,11 @@ from filelock import FileLock
 
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.core import files
-from {{ cookiecutter.package_name }}.core.config import TrainConfig, make_config
+from {{ cookiecutter.package_name }}.core.config import SCRIPT, TrainConfig, make_config
 from {{ cookiecutter.package_name }}.core.errors import ModelError, OutputError, UserError
 from {{ cookiecutter.package_name }}.models import read_weights
 from {{ cookiecutter.package_name }}.training import checkpoint, checkpoint_file, continuation, stop_signals
 from {{ cookiecutter.package_name }}.training import train as train_module
-from {{ cookiecutter.package_name }}.training.stop_signals import SCRIPT
 
 
 def metrics_without_time(run: Path) -> list[dict]:

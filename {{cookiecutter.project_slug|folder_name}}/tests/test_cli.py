@@ -85,13 +85,15 @@ def test_a_device_this_machine_lacks_is_one_line(kind, tiny_config, capsys):
     assert not Path(tiny_config.output_dir).exists()  # refused before anything was written
 
 
-def test_the_readmes_code_map_has_a_row_for_each_module_from_its_docstring():
+def test_the_readmes_code_map_has_a_row_for_each_sub_package_and_module_from_its_docstring():
     package = Path(cli.__file__).parent
-    rows = re.findall(r"^\| `([\w/]+\.py)` \| (.+) \|$", (package.parents[1] / "README.md").read_text(), re.M)
-    modules = sorted(path.relative_to(package).as_posix() for path in package.rglob("*.py") if path.name[0] != "_")
-    assert [name for name, _ in rows] == modules
+    rows = re.findall(r"^\| `([\w/]+(?:\.py|/))` \| (.+) \|$", (package.parents[1] / "README.md").read_text(), re.M)
+    modules = [path.relative_to(package).as_posix() for path in package.rglob("*.py") if path.name[0] != "_"]
+    sub_packages = [path.parent.relative_to(package).as_posix() + "/" for path in package.glob("*/__init__.py")]
+    assert [name for name, _ in rows] == sorted(modules + sub_packages)
     for name, what in rows:
-        docstring = " ".join((ast.get_docstring(ast.parse((package / name).read_text())) or "").split())
+        source = package / name / "__init__.py" if name.endswith("/") else package / name
+        docstring = " ".join((ast.get_docstring(ast.parse(source.read_text())) or "").split())
         assert what and docstring.startswith(what.replace("\\|", "|")), name
 
 

@@ -1,2 +1,2 @@
-"""What every command stands on: the configuration, errors, files written whole, folder locks, devices and seeds, and
-processes of a distributed run."""
+"""What every command stands on: the configuration, errors, files written whole and folder locks, devices and
+seeds."""

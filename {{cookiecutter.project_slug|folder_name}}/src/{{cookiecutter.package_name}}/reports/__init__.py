@@ -1,1 +1,1 @@
-"""What a run reports: metrics, pictures and the experiment tracker."""
+"""What a run reports: metrics and pictures, and to the experiment tracker where the project has one."""

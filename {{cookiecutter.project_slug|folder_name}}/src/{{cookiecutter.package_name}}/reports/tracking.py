@@ -1,20 +1,21 @@
 {% if cookiecutter.tracker != "none" %}
 {% set ckpt = cookiecutter.use_checkpointing %}
 {% if cookiecutter.tracker == "tensorboard" %}
-"""TensorBoard: `tensorboard --logdir runs` shows every run's curves side by side.
+"""Experiment tracking with TensorBoard: `tensorboard --logdir runs` shows every run's curves side by side.
 
 Rank 0 logs every figure of metrics.csv per epoch (and, with plots on, the confusion matrix), and at the end the
 config as hyper-parameters with the best accuracy. A failure of the log is said in one line and the run goes on.
 """
 {% elif cookiecutter.tracker == "mlflow" %}
-"""MLflow: `mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db` shows every run's curves side by side.
+"""Experiment tracking with MLflow: `mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db` shows every run's
+curves side by side.
 
 Rank 0 logs the config as parameters, every figure of metrics.csv per epoch, and at the end the weights and the
 reports (confusion matrix included) as artifacts. A failure of the store is said in one line and the run goes on.
 """
 {% else %}
-"""Weights & Biases: offline by default (`wandb sync <output dir>/wandb/offline-run-*` uploads a run later), online
-with WANDB_MODE=online.
+"""Experiment tracking with Weights & Biases: offline by default (`wandb sync <output dir>/wandb/offline-run-*`
+uploads a run later), online with WANDB_MODE=online.
 
 Rank 0 logs the config, every figure of metrics.csv per epoch, and at the end the weights and the reports (confusion
 matrix included) as an artifact. A failure of W&B is said in one line and the run goes on.

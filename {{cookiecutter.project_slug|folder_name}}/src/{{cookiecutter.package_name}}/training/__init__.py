@@ -1,2 +1,2 @@
-"""Training: the run (`train(cfg)`), its epoch loop, optimizer, mixed precision, checkpoints, profiling and the
-hyper-parameter search."""
+"""Training: the run (`train(cfg)`), its epoch loop, optimizer and schedule, profiling, the hyper-parameter search,
+and the parts of the loop this project chose."""

@@ -16,7 +16,7 @@ from ..reports.metrics import stopped_early
 from .checkpoint_file import save_checkpoints
 from .continuation import FITTING
 from .engine import Progress
-from .stop_signals import _STOPS, GracefulStop
+from .stop_signals import GracefulStop, current_stop
 
 
 class Checkpoints:
@@ -27,7 +27,8 @@ class Checkpoints:
     def __init__(self, out: Path, stateful: dict, loader, metrics: list[dict], cfg, resumed: Progress | None, changes):
         self.out, self.stateful, self.loader, self.metrics, self.cfg = out, stateful, loader, metrics, cfg
         self.changes = changes  # every resume's so far: each checkpoint holds them, changes.csv shows them
-        self.stop = _STOPS[-1] if _STOPS else GracefulStop()  # train()'s: a signal as it started stops it at once
+        stop = current_stop()  # train()'s: a signal as it started stops it at once
+        self.stop = GracefulStop() if stop is None else stop  # (a GracefulStop is falsy until a signal comes)
         self.resumed, self.saved, self.stopped = resumed, None, False
         every = CHECKPOINT_EVERY.fullmatch(str(cfg.checkpoint_every)) if cfg.checkpoint_every else None
         count, minutes = every.groups() if every else (None, None)

@@ -11,13 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.config import SCRIPT
 {% if cookiecutter.use_distributed %}
 from ..core.distributed import gather, is_main
 {% endif %}
 from ..core.runtime import STOP_SIGNALS
 
-# the console script, as the stop message tells the user to run it
-SCRIPT = "{{ cookiecutter.project_slug }}"
 REPEAT_SECONDS = 1.0  # the same signal again within this: the same request (a second one later stops at once)
 _STOPS: list["GracefulStop"] = []  # the stop requests being caught (GracefulStop.caught), innermost last
 
@@ -100,6 +99,11 @@ class GracefulStop:
                 said = "nothing was saved yet; run the same command again"
             print(f"stopped by {name}: {said}", file=sys.stderr)
             raise SystemExit(128 + self.signal)
+
+
+def current_stop() -> "GracefulStop | None":
+    """The stop request being caught innermost: train()'s, or tune's between trials; None outside them."""
+    return _STOPS[-1] if _STOPS else None
 
 
 def catching_stop_signals(function):

@@ -40,7 +40,7 @@ from urllib.parse import quote
 
 import yaml
 
-from ..core.config import FIELDS, PER_INVOCATION, TYPES, TrainConfig, base_type, coerce, saved_fields
+from ..core.config import FIELDS, PER_INVOCATION, SCRIPT, TYPES, TrainConfig, base_type, coerce, saved_fields
 {% if ddp %}
 from ..core.distributed import broadcast, is_main, setup, world_size
 {% endif %}
@@ -53,8 +53,6 @@ from .stop_signals import GracefulStop
 from .train import train
 
 STUDY = "tune"  # the study's name in study.db
-# the console script, as the closing hint names it
-SCRIPT = "{{ cookiecutter.project_slug }}"
 {% if ddp %}
 RUN_WHERE = {"output_dir", "device", "gpus", "num_workers", "nproc", "dist_timeout"}  # may change when a search goes on
 {% else %}

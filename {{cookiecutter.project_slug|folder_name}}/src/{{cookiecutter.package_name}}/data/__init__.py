@@ -1,0 +1,1 @@
+"""Data: datasets, decoding, transforms, samplers and loaders, and the layouts of data a user brings."""
