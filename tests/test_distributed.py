@@ -25,7 +25,7 @@ EQUIVALENCE_SCRIPT = """
 import os, sys
 import torch
 from torch import nn
-from {package} import train
+from {package}.training import train
 from {package}.core.config import TrainConfig
 from {package}.core.distributed import teardown
 
@@ -56,7 +56,7 @@ import json, os, sys
 import torch
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-from {package} import train
+from {package}.training import train
 from {package}.core.config import TrainConfig
 from {package}.core.distributed import teardown
 
@@ -163,7 +163,8 @@ def test_a_two_process_job_writes_one_set_of_files_and_resumes(project, tmp_path
     first = torchrun(project, 2, *args)
     assert first.stdout.count("distributed: world size 2, backend gloo") == 1  # rank 0 alone prints
     names = sorted(path.name for path in run.iterdir())
-    expected = ["answers.json", "best.pt", "class_counts.csv", "classes.txt", "config.yaml", "confusion_matrix.csv"]
+    expected = [".lock", "answers.json", "best.pt", "class_counts.csv", "classes.txt", "config.yaml"]  # .lock: flock's
+    expected += ["confusion_matrix.csv"]
     expected += ["confusion_matrix.png", "last.pt", "learning_curves.png", "metrics.csv", "model.pt", "per_class.csv"]
     assert names == expected
     state = torch.load(run / "last.pt", weights_only=True)
@@ -272,7 +273,7 @@ def test_all_on_through_the_gpus_launcher_with_channels_last_compile_and_determi
 # signal to the rank after that many batches of the workers' first start, as a scheduler or a dying machine would.
 STEPS_SCRIPT = """
 import json, os, signal, sys
-from {package} import checkpoint
+from {package}.training import checkpoint
 from {package}.cli import main
 
 steps_dir, rank, steps = sys.argv[1], os.environ["RANK"], []

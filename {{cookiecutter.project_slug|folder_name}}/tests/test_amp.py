@@ -10,7 +10,12 @@ from torch import nn
 from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.serving import inference
 from {{ cookiecutter.package_name }}.training import train as train_module
-from {{ cookiecutter.package_name }}.training.amp import autocast, make_scaler, native_cpu_bf16, resolve_precision
+from {{ cookiecutter.package_name }}.training.amp import (
+    autocast,
+    make_scaler,
+    native_cpu_bf16,
+    resolve_precision,
+)
 from {{ cookiecutter.package_name }}.training.train import train
 
 CPU = torch.device("cpu")

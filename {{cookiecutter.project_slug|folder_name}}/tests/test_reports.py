@@ -8,7 +8,11 @@ from PIL import Image
 from sklearn import metrics as sklearn_metrics
 
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.reports.metrics import confusion_matrix, per_class_report, write_confusion_csv
+from {{ cookiecutter.package_name }}.reports.metrics import (
+    confusion_matrix,
+    per_class_report,
+    write_confusion_csv,
+)
 from {{ cookiecutter.package_name }}.reports.plots import confusion_figure, learning_curves, save
 from {{ cookiecutter.package_name }}.training.train import train
 

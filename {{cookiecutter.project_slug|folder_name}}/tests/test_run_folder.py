@@ -54,16 +54,16 @@ WITHOUT_POSIX = """
 import importlib, os, pkgutil, signal, sys
 sys.modules["fcntl"] = None  # as on Windows, with what else this package could reach for there
 del signal.SIGUSR1, signal.SIGCHLD, os.fchmod
-import {{ cookiecutter.package_name }}
-for module in pkgutil.walk_packages({{ cookiecutter.package_name }}.__path__, "{{ cookiecutter.package_name }}."):
-    if module.name != "{{ cookiecutter.package_name }}.__main__":  # it would run the command line
+import {{ cookiecutter.package_name }} as package
+for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+    if module.name != package.__name__ + ".__main__":  # it would run the command line
         importlib.import_module(module.name)
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.core.files import hold
 args = ["train", *sys.argv[1:]]
 first = main(args)
 held = hold(sys.argv[-1])  # as a run in another process holds the folder
-print("exit codes", first, main(args))
+print("exit codes", first, main([*args, "--overwrite"]))  # --overwrite: past "holds a finished run", to the lock
 """
 
 

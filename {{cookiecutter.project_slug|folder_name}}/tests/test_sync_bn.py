@@ -15,7 +15,7 @@ def test_conversion_keeps_weights_and_buffers_under_a_process_group(tmp_path, mo
         model.features[0][1].running_mean.fill_(0.5)
         before = {k: v.clone() for k, v in model.state_dict().items()}
         # One CPU process stands in for a multi-GPU job: the decision is tested separately below.
-        monkeypatch.setattr("{{ cookiecutter.package_name }}.tricks.sync_bn.is_distributed_cuda", lambda device: True)
+        monkeypatch.setattr(convert_sync_bn.__module__ + ".is_distributed_cuda", lambda device: True)
         converted = convert_sync_bn(model, torch.device("cpu"))
     finally:
         dist.destroy_process_group()

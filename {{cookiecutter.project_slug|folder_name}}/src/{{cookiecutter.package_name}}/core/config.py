@@ -23,7 +23,8 @@ from .errors import UserError
 from .files import write_text
 
 DEVICES = ["auto", "cpu", "cuda", "mps", "xpu"]  # auto: the machine's accelerator (torch.accelerator), else the CPU
-SCRIPT = "{{ cookiecutter.project_slug }}"  # the console script, as messages tell the user to run it
+# the console script, as messages tell the user to run it
+SCRIPT = "{{ cookiecutter.project_slug }}"
 GPU_IDS_HELP = "comma-separated GPU ids exported as CUDA_VISIBLE_DEVICES; cpu (or empty) for CPU only"
 MODEL_HELP = "small_cnn, any torchvision classification model, or timm/<name> for any of timm's"
 # `export`: each format's file suffix (predict --model-file reads a file by it) and the logit difference it accepts
