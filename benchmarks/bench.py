@@ -210,7 +210,7 @@ def generated_call(device, precision: str, channels_last: bool = False):
     """`train_one_epoch` of the render in `--src`, bound to what its signature asks for beyond the common six
     arguments, and a config that does the bare loop's work in the bare loop's precision and memory format."""
     engine = importlib.import_module(f"{PACKAGE}.training.engine")
-    config = importlib.import_module(f"{PACKAGE}.core.config")
+    config = importlib.import_module(f"{PACKAGE}.config")
     fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
     # the bare loop's work: no smoothing (the criterion is the bench's own anyway), no clipping
     settings = {"device": device.type, "label_smoothing": 0.0, "clip_grad_norm": 0.0, "precision": precision}
@@ -349,7 +349,7 @@ def loader_alone(workers: int, args) -> dict:
     import torch
 
     sys.path.insert(0, args.src)
-    config = importlib.import_module(f"{PACKAGE}.core.config")
+    config = importlib.import_module(f"{PACKAGE}.config")
     data = importlib.import_module(f"{PACKAGE}.data.pipeline")
     train = importlib.import_module(f"{PACKAGE}.training.train")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -405,7 +405,7 @@ def jpeg_pipeline(workers: int, args) -> dict:
     from torchvision.datasets import ImageFolder
 
     sys.path.insert(0, args.src)
-    config = importlib.import_module(f"{PACKAGE}.core.config")
+    config = importlib.import_module(f"{PACKAGE}.config")
     data = importlib.import_module(f"{PACKAGE}.data.pipeline")
     train = importlib.import_module(f"{PACKAGE}.training.train")
     photos = make_photos(Path(tempfile.mkdtemp()) / "photos")

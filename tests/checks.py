@@ -86,7 +86,7 @@ def _top_level_names(tree: ast.Module) -> set[str]:
 
 
 def _dotted(source: Path, path: Path) -> str:
-    """A module's dotted name inside the package: "core.config" for core/config.py, "core" for core/__init__.py."""
+    """A module's dotted name inside the package: "config" for config.py, "core" for core/__init__.py."""
     parts = path.relative_to(source).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 

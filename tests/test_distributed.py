@@ -26,7 +26,7 @@ import os, sys
 import torch
 from torch import nn
 from {package}.training import train
-from {package}.core.config import TrainConfig
+from {package}.config import TrainConfig
 from {package}.core.distributed import teardown
 
 train.build_model = lambda name, classes, *rest: nn.Sequential(
@@ -57,7 +57,7 @@ import torch
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from {package}.training import train
-from {package}.core.config import TrainConfig
+from {package}.config import TrainConfig
 from {package}.core.distributed import teardown
 
 train.build_model = lambda name, classes, *rest: nn.Sequential(

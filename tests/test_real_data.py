@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from {package}.core.config import TrainConfig
+from {package}.config import TrainConfig
 from {package}.training.train import train
 
 root = Path(sys.argv[1])

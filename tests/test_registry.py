@@ -58,7 +58,7 @@ def test_the_files_only_tricks_add_are_the_entries(all_on, cookies_session):
 
 def config_fields(project: Path) -> tuple[set[str], set[str]]:
     """(the fields of TrainConfig in config.py, those that config.yaml leaves out: PER_INVOCATION)."""
-    tree = ast.parse((project / "src" / package_of(project) / "core/config.py").read_text())
+    tree = ast.parse((project / "src" / package_of(project) / "config.py").read_text())
     fields, per_invocation = set(), set()
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "TrainConfig":

@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.files import LOCK_FILE
 from {{ cookiecutter.package_name }}.training import train as train_module
 

@@ -127,8 +127,8 @@ def test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics(tiny_config, 
     monkeypatch.setattr(train_module, "make_scaler", lambda *args: scalers[0])
     monkeypatch.setattr(train_module, "build_model", lambda *args: nn.Sequential(build_model(*args), Overflow()))
 {% if cookiecutter.use_ema %}
-    averages, build_ema = [], train_module.build_ema
-    monkeypatch.setattr(train_module, "build_ema", lambda *args: averages.append(build_ema(*args)) or averages[-1])
+    built, build_tricks = [], train_module.build_tricks
+    monkeypatch.setattr(train_module, "build_tricks", lambda *args: built.append(build_tricks(*args)) or built[-1])
 {% endif %}
 {% if cookiecutter.use_grad_clipping %}
     result = train(replace(tiny_config, precision="bf16", clip_grad_norm=1.0))
@@ -140,6 +140,7 @@ def test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics(tiny_config, 
     assert torch.isfinite(torch.tensor(result["metrics"][0]["grad_norm"]))  # the mean of the step taken only
 {% endif %}
 {% if cookiecutter.use_ema %}
-    assert int(averages[0].n_averaged) == 1  # the average followed the step that was taken, only
+    (average,) = [trick.average for trick in built[0] if hasattr(trick, "average")]
+    assert int(average.n_averaged) == 1  # the average followed the step that was taken, only
 {% endif %}
 {% endif %}

@@ -18,8 +18,8 @@ import yaml
 from filelock import FileLock
 
 from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.config import SCRIPT, TrainConfig, make_config
 from {{ cookiecutter.package_name }}.core import files
-from {{ cookiecutter.package_name }}.core.config import SCRIPT, TrainConfig, make_config
 from {{ cookiecutter.package_name }}.core.errors import ModelError, OutputError, UserError
 from {{ cookiecutter.package_name }}.models import read_weights
 from {{ cookiecutter.package_name }}.training import checkpoint, checkpoint_file, continuation, stop_signals
@@ -643,7 +643,7 @@ def test_every_setting_either_may_change_on_resume_and_is_recorded_or_is_refused
     values, in one line. The epoch's length may not change mid-epoch (the saved step is a place in that epoch)."""
     from test_config import ROUND_TRIP_OVERRIDES, other_value
 
-    from {{ cookiecutter.package_name }}.core.config import FIELDS, saved_fields
+    from {{ cookiecutter.package_name }}.config import FIELDS, saved_fields
 
     def written(value) -> str:
         return " ".join(str(item) for item in value) if isinstance(value, list) else str(value)
@@ -1041,7 +1041,7 @@ def test_the_files_of_a_gpu_run_hold_cpu_tensors_only(tiny_config, tmp_path):
 
 
 def test_init_from_and_resume_together_are_refused():
-    from {{ cookiecutter.package_name }}.core.config import TrainConfig
+    from {{ cookiecutter.package_name }}.config import TrainConfig
 
     with pytest.raises(UserError) as raised:
         TrainConfig(init_from="weights.pt", resume="auto")
@@ -1241,7 +1241,7 @@ def _random_state_kept():
 
 
 def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, capsys, monkeypatch, _random_state_kept):
-    from {{ cookiecutter.package_name }}.core.config import saved_fields
+    from {{ cookiecutter.package_name }}.config import saved_fields
     from {{ cookiecutter.package_name }}.core.errors import ModelError
 
     cfg = TrainConfig(model="small_cnn", data="synthetic", batch_size=16, optimizer="sgd", lr=0.1, weight_decay=0.0)
@@ -1319,7 +1319,7 @@ def test_resume_restores_each_object_and_the_streams_of_its_own_rank(tmp_path, c
 
 
 def test_resume_of_a_checkpoint_path_reads_the_config_yaml_beside_it(tmp_path, monkeypatch):
-    from {{ cookiecutter.package_name }}.core.config import TrainConfig
+    from {{ cookiecutter.package_name }}.config import TrainConfig
 
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"

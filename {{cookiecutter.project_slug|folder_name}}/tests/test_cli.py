@@ -13,8 +13,8 @@ from PIL import Image
 
 from {{ cookiecutter.package_name }} import cli
 from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core import runtime
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import DeviceError
 
 no_accelerator = pytest.mark.skipif(torch.accelerator.is_available(), reason="checks a machine without an accelerator")

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from {{ cookiecutter.package_name }}.core.config import FIELDS, TrainConfig, make_config, save_config
+from {{ cookiecutter.package_name }}.config import FIELDS, TrainConfig, make_config, save_config
 from {{ cookiecutter.package_name }}.training import train as train_module
 
 # Literal on purpose, not config.PER_INVOCATION: config.yaml must replay every other field, whatever config.py says.
@@ -380,7 +380,7 @@ def test_the_range_checks_refuse_each_bad_value_with_its_flag_and_accept_the_edg
 
 
 def test_a_config_file_value_of_the_wrong_kind_is_refused_naming_key_and_kind(tmp_path):
-    from {{ cookiecutter.package_name }}.core.config import load_config_file
+    from {{ cookiecutter.package_name }}.config import load_config_file
     from {{ cookiecutter.package_name }}.core.errors import UserError
 
     path = tmp_path / "config.yaml"
@@ -409,7 +409,7 @@ def test_a_config_file_value_of_the_wrong_kind_is_refused_naming_key_and_kind(tm
 
 
 def test_a_config_file_must_be_a_mapping_of_known_keys(tmp_path, capsys):
-    from {{ cookiecutter.package_name }}.core.config import load_config_file
+    from {{ cookiecutter.package_name }}.config import load_config_file
     from {{ cookiecutter.package_name }}.core.errors import UserError
 
     path = tmp_path / "config.yaml"
@@ -441,7 +441,7 @@ def test_a_config_file_must_be_a_mapping_of_known_keys(tmp_path, capsys):
 
 
 def test_relative_paths_in_a_config_file_are_relative_to_its_folder(tmp_path, monkeypatch):
-    from {{ cookiecutter.package_name }}.core.config import load_config_file
+    from {{ cookiecutter.package_name }}.config import load_config_file
 
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / "configs"
@@ -487,7 +487,7 @@ def test_nan_is_refused_for_every_number_under_its_flag_name(name):
 
 
 def test_a_config_files_data_root_is_relative_to_its_folder_where_it_exists_there(tmp_path, monkeypatch):
-    from {{ cookiecutter.package_name }}.core.config import load_config_file
+    from {{ cookiecutter.package_name }}.config import load_config_file
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs" / "downloads").mkdir(parents=True)

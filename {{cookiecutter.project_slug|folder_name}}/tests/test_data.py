@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 from torchvision.transforms import v2
 
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import DataError, UserError
 from {{ cookiecutter.package_name }}.data import pipeline
 from {{ cookiecutter.package_name }}.data.pipeline import (

@@ -137,7 +137,7 @@ def test_a_worker_killed_while_the_loaders_stop_leaves_no_other_workers_running(
 
 LIBRARY_USE = """
 import torch
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data.pipeline import build_data
 from {{ cookiecutter.package_name }}.training.train import resolve
 

@@ -24,8 +24,8 @@ from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
 from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core import distributed
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import DataError, TrainingDiverged, UserError
 from {{ cookiecutter.package_name }}.data import pipeline
 from {{ cookiecutter.package_name }}.models import build_model

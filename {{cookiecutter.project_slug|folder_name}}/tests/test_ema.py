@@ -7,11 +7,20 @@ import torch
 from torch import nn
 
 from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.serving.inference import evaluate_run
 from {{ cookiecutter.package_name }}.training import train as train_module
 from {{ cookiecutter.package_name }}.training.train import train
-from {{ cookiecutter.package_name }}.tricks.ema import build_ema
+from {{ cookiecutter.package_name }}.tricks import ema as moving_average
+
+
+def build_ema(model: nn.Module, decay: float):
+    """The trick as a run builds and starts it."""
+    trick = moving_average.build(TrainConfig(ema_decay=decay), num_classes=2)
+    if trick is not None:
+        trick.start(model, optimizer=None, scheduler=None)
+    return trick
 
 
 def test_each_update_follows_the_ema_formula_for_weights_and_batchnorm_statistics():
@@ -21,11 +30,11 @@ def test_each_update_follows_the_ema_formula_for_weights_and_batchnorm_statistic
         with torch.no_grad():
             for tensor in [*model.parameters(), model[1].running_mean]:
                 tensor.fill_(value)
-        ema.update_parameters(model)
+        ema.after_step(model)
     # the first update copies the weights; then d = min(0.9, (1 + n) / (10 + n)) after n updates
     second = 2 / 11 * 1.0 + 9 / 11 * 2.0
     expected = 3 / 12 * second + 9 / 12 * 4.0
-    for tensor in [*ema.module.parameters(), ema.module[1].running_mean]:
+    for tensor in [*ema.average.module.parameters(), ema.average.module[1].running_mean]:
         assert torch.allclose(tensor, torch.full_like(tensor, expected))
     assert build_ema(model, decay=0.0) is None
 
@@ -41,9 +50,9 @@ def test_an_update_reads_nothing_on_the_host(monkeypatch):
     with monkeypatch.context() as patched:
         for name in ("__bool__", "item", "tolist", "__int__", "__float__"):
             patched.setattr(torch.Tensor, name, host_read)
-        ema.update_parameters(model)
-        ema.update_parameters(model)
-    assert int(ema.n_averaged) == 2
+        ema.after_step(model)
+        ema.after_step(model)
+    assert int(ema.average.n_averaged) == 2
 
 
 def test_the_average_is_evaluated_every_epoch_and_saved(tiny_config, tmp_path):
@@ -128,15 +137,13 @@ def test_the_average_and_its_counter_live_where_the_model_does():
     stands in for a GPU here. Buffers are averaged too, and the decay is the one asked for."""
     model = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3)).to("meta")
     average = build_ema(model, 0.75)
-    assert average.n_averaged.device.type == "meta" and average.decay == 0.75
-    assert {tensor.device.type for tensor in average.module.state_dict().values()} == {"meta"}
-    assert average.use_buffers is True
+    assert average.average.n_averaged.device.type == "meta" and average.decay == 0.75
+    assert {tensor.device.type for tensor in average.average.module.state_dict().values()} == {"meta"}
+    assert average.average.use_buffers is True
     assert build_ema(model, 0.0) is None
 
 
 def test_the_decay_range_is_zero_included_to_one_excluded():
-    from {{ cookiecutter.package_name }}.core.config import TrainConfig
-
     assert TrainConfig(ema_decay=0.0).ema_decay == 0.0 and TrainConfig(ema_decay=0.9999).ema_decay == 0.9999
     for value in (-0.5, 1.0, 1.5):
         with pytest.raises(UserError) as raised:

@@ -4,7 +4,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.training.train import train
 

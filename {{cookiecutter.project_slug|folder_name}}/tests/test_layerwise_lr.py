@@ -3,7 +3,7 @@ from dataclasses import replace
 
 import pytest
 
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.models import SmallCNN
 from {{ cookiecutter.package_name }}.training.optim import (
@@ -60,7 +60,7 @@ def test_bad_multipliers_are_refused():
 
 
 def test_multipliers_parse_to_a_dict_and_the_boundaries_hold():
-    from {{ cookiecutter.package_name }}.core.config import parse_lr_mults
+    from {{ cookiecutter.package_name }}.config import parse_lr_mults
 
     assert parse_lr_mults(None) == {} and parse_lr_mults([]) == {}
     assert parse_lr_mults(["fc=10", "features.4=0.5", "layer*=1"]) == {"fc": 10.0, "features.4": 0.5, "layer*": 1.0}
@@ -72,7 +72,7 @@ def test_multipliers_parse_to_a_dict_and_the_boundaries_hold():
 
 
 def test_a_config_file_may_give_one_multiplier_as_a_bare_string(tmp_path):
-    from {{ cookiecutter.package_name }}.core.config import load_config_file
+    from {{ cookiecutter.package_name }}.config import load_config_file
 
     path = tmp_path / "config.yaml"
     path.write_text("lr_mult: fc=10\n")
@@ -110,7 +110,7 @@ def test_a_pattern_matching_no_parameter_is_refused_naming_the_flag_and_the_modu
 
 
 def test_a_pattern_given_twice_is_refused_not_overwritten():
-    from {{ cookiecutter.package_name }}.core.config import parse_lr_mults
+    from {{ cookiecutter.package_name }}.config import parse_lr_mults
 
     with pytest.raises(UserError) as raised:
         parse_lr_mults(["fc=10", "layer4=2", "fc=5"])

@@ -8,13 +8,13 @@ from conftest import NEUTRAL, PLAIN_STEP
 from torch import nn
 from torchvision.transforms import v2
 
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.data.pipeline import build_data
-from {{ cookiecutter.package_name }}.training import train as train_module
 from {{ cookiecutter.package_name }}.training.engine import train_one_epoch
 from {{ cookiecutter.package_name }}.training.train import resolve, train
-from {{ cookiecutter.package_name }}.tricks.mixup import build_mix
+from {{ cookiecutter.package_name }}.tricks import mixup
+from {{ cookiecutter.package_name }}.tricks.mixup import Mix, build_mix
 
 
 class FixedBeta:
@@ -69,7 +69,7 @@ def test_label_smoothing_is_applied_exactly_once_on_mixed_targets():
 {% endif %}
 def test_the_model_trains_on_the_mixed_batches_against_their_soft_labels(tiny_config, watch, monkeypatch):
     lam = 0.7
-    monkeypatch.setattr(train_module, "build_mix", lambda cfg, num_classes: fixed_mixup(lam, num_classes))
+    monkeypatch.setattr(mixup, "build_mix", lambda cfg, num_classes: fixed_mixup(lam, num_classes))
     cfg = replace(tiny_config, **(NEUTRAL | {"mixup_alpha": 0.2}))
     rows = train(cfg)["metrics"]
     assert len(watch.inputs) == len(watch.batches) == 2
@@ -95,8 +95,8 @@ def test_train_acc_counts_the_label_with_the_larger_share_of_each_mixed_image(ti
     batches = [(torch.rand(4, 3, 8, 8), torch.tensor([1, 1, 2, 3]))]  # the larger shares: 0, 0, 1, 2
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     cfg = replace(tiny_config, max_steps_per_epoch=None, **NEUTRAL)
-    cpu = torch.device("cpu")
-    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, cpu, cfg, **PLAIN_STEP, mix=shifted)
+    cpu, mix = torch.device("cpu"), [Mix(shifted)]
+    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, cpu, cfg, **PLAIN_STEP, tricks=mix)
     assert stats["train_acc"] == 0.5  # against the original labels it would be 0
 
 

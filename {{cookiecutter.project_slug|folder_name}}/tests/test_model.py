@@ -9,7 +9,7 @@ from conftest import NEUTRAL
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.models import (
     SmallCNN,

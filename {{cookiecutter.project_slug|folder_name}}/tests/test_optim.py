@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.training.optim import (
     L1Penalty,
     build_optimizer,

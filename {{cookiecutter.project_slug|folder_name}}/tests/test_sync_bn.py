@@ -3,7 +3,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.models import SmallCNN
+from {{ cookiecutter.package_name }}.tricks import sync_bn
 from {{ cookiecutter.package_name }}.tricks.sync_bn import convert_sync_bn, is_distributed_cuda
 
 
@@ -47,9 +49,9 @@ def test_cpu_keeps_batchnorm_quietly_in_one_process_and_says_so_in_a_job_of_seve
     assert capsys.readouterr().err == ""
 
 
-def test_switched_off_at_run_time_says_nothing(capsys):
-    convert_sync_bn(SmallCNN(10), torch.device("cpu"), enabled=False)
-    assert capsys.readouterr() == ("", "")
+def test_switched_off_at_run_time_it_is_not_built():
+    assert sync_bn.build(TrainConfig(sync_bn=False), num_classes=10) is None
+    assert isinstance(sync_bn.build(TrainConfig(), num_classes=10), sync_bn.SyncBatchNorm)
 
 
 def test_the_decision_converts_in_a_cuda_process_group_of_any_size_only(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from PIL import Image
 
 from {{ cookiecutter.package_name }} import models
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import ModelError
 from {{ cookiecutter.package_name }}.models import build_model, checkpoint_activations
 from {{ cookiecutter.package_name }}.serving.inference import evaluate_run, extract_features, predict

@@ -62,7 +62,7 @@ from wandb.proto import wandb_internal_pb2
 {% if cookiecutter.use_distributed %}
 from {{ cookiecutter.package_name }}.cli import main
 {% endif %}
-from {{ cookiecutter.package_name }}.core.config import make_config
+from {{ cookiecutter.package_name }}.config import make_config
 {% endif %}
 from {{ cookiecutter.package_name }}.reports import tracking
 {% if cookiecutter.tracker in ("mlflow", "wandb") %}
@@ -446,7 +446,7 @@ def test_the_store_mlflow_tracking_uri_names_is_the_runs(tiny_config, tmp_path, 
 TOGETHER = """
 import json, sys, time
 from pathlib import Path
-from {{ cookiecutter.package_name }}.core.config import TrainConfig
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.reports import tracking
 from {{ cookiecutter.package_name }}.training.train import train
 

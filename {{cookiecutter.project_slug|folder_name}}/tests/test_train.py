@@ -8,7 +8,7 @@ import yaml
 from conftest import PLAIN_STEP
 from torch import nn
 
-from {{ cookiecutter.package_name }}.core.config import TrainConfig, load_config_file, make_config
+from {{ cookiecutter.package_name }}.config import TrainConfig, load_config_file, make_config
 from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.data.pipeline import SyntheticImages
 from {{ cookiecutter.package_name }}.models import SmallCNN, build_model

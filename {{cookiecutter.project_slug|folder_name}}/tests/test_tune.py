@@ -18,7 +18,7 @@ import yaml
 from conftest import listing
 
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.core.config import make_config
+from {{ cookiecutter.package_name }}.config import make_config
 from {{ cookiecutter.package_name }}.core.errors import DataError, DeviceError, OutputError, UserError
 from {{ cookiecutter.package_name }}.core.files import unlock
 from {{ cookiecutter.package_name }}.training import tune as tune_module

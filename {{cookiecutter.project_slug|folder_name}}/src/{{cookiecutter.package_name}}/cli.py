@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from .core.config import (
+from .config import (
     DEVICES,
     EXPORT_FORMATS,
     EXPORT_TOLERANCE,

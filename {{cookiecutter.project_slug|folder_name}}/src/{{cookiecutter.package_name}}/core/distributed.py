@@ -312,15 +312,13 @@ def broadcast(obj):
     return holder[0]
 
 
-{% if cookiecutter.use_ema %}
 def broadcast_buffers(module: torch.nn.Module) -> None:
-    """Rank 0's buffers on every rank: the moving average's BatchNorm statistics follow each rank's own batches."""
+    """Rank 0's buffers on every rank: BatchNorm's running statistics follow each rank's own batches."""
     if dist.is_initialized():
         for buffer in module.buffers():
             dist.broadcast(buffer, src=0)
 
 
-{% endif %}
 def gather(obj) -> list:
     """Every rank's `obj`, in rank order, on every rank."""
     if not dist.is_initialized():

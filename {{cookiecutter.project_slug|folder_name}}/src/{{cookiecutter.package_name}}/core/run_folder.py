@@ -23,9 +23,6 @@ OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate an
 {% if cookiecutter.use_checkpointing %}
     *("last.pt", "best.pt", "changes.csv"),
 {% endif %}
-{% if cookiecutter.use_ema %}
-    "ema.pt",
-{% endif %}
 {% if cookiecutter.tracker in ("tensorboard", "wandb") %}
     "{{ cookiecutter.tracker }}",  # its log folder
 {% endif %}
@@ -38,8 +35,9 @@ BUSY = "another training run is writing into {}; wait for it to end or pick anot
 class RunFolder:
     """Checked when the run is set up (before anything is written); claimed once the run is sure to start."""
 
-    def __init__(self, path: Path, overwrite: bool):
-        self.path, self.overwrite = Path(path), overwrite
+    def __init__(self, path: Path, overwrite: bool, own_files=()):
+        """`own_files`: what the run writes besides OWN_FILES (the tricks' files), removed on --overwrite too."""
+        self.path, self.overwrite, self.own_files = Path(path), overwrite, list(own_files)
         self.seen = _listing(self.path)
         self.as_checked = _state(self.path)  # what the checks before the claim read
         visible = sorted(name for name in self.seen if not name.startswith("."))  # .DS_Store and the like
@@ -66,7 +64,8 @@ class RunFolder:
         _HELD[self.path.resolve()] = lock
         old = [*self.path.glob(".*.tmp"), *self.path.glob(".*.tmp.*")]  # writes cut short by a kill
         if self.overwrite:
-            old += [path for pattern in OWN_FILES for path in sorted(self.path.glob(pattern))]
+            patterns = [*self.own_files, *OWN_FILES]  # the markers last
+            old += [path for pattern in patterns for path in sorted(self.path.glob(pattern))]
         try:
             for path in old:
                 _remove(path)

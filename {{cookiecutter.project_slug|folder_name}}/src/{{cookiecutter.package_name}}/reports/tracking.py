@@ -52,7 +52,7 @@ from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
 from torch.utils.tensorboard import SummaryWriter
 
 {% endif %}
-from ..core.config import saved_fields
+from ..config import saved_fields
 from ..core.errors import first_line
 {% if cookiecutter.tracker in ("tensorboard", "wandb") %}
 from ..core.files import own_folder

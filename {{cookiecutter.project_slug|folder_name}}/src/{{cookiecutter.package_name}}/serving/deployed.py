@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torchvision.transforms import v2
 
-from ..core.config import EXPORT_FORMATS, MAX_IMAGE_SIZE
+from ..config import EXPORT_FORMATS, MAX_IMAGE_SIZE
 from ..core.errors import ModelError, UserError, first_line
 from .predictions import predict_images
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ..core.config import EXPORT_FORMATS, EXPORT_TOLERANCE
+from ..config import EXPORT_FORMATS, EXPORT_TOLERANCE
 from ..core.errors import DataError, ModelError, OutputError, UserError, first_line, one_line
 from ..core.files import cannot_write, hold, replacing, unlock
 from ..data.pipeline import GRAYSCALE, build_data, eval_resize

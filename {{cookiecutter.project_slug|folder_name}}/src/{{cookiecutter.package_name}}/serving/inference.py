@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
 
-from ..core.config import {{ 'SCRIPT, ' if cookiecutter.use_checkpointing }}TrainConfig, load_config_file
+from ..config import {{ 'SCRIPT, ' if cookiecutter.use_checkpointing }}TrainConfig, load_config_file
 from ..core.errors import DataError, ModelError, UserError
 from ..core.files import own_folder, replacing
 from ..data.pipeline import build_data, build_transform

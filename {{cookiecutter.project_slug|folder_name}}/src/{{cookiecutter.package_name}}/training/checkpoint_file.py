@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..config import saved_fields
 from ..core import files
-from ..core.config import saved_fields
 {% if cookiecutter.use_distributed %}
 from ..core.distributed import barrier, gather, is_main
 {% endif %}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ..core.config import RESUME_MAY_CHANGE, saved_fields
+from ..config import RESUME_MAY_CHANGE, saved_fields
 {% if cookiecutter.use_distributed %}
 from ..core.distributed import rank, world_size
 {% endif %}

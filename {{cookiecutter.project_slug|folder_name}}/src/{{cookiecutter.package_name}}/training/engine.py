@@ -84,7 +84,6 @@ class Progress:
         return cls(0, 0, zero, zero.long(), torch.full((), -1, device=device){{ ', 0, zero.clone()' if cookiecutter.use_grad_clipping else '' }})
 
 
-{% set loss_targets = "soft_targets" if cookiecutter.use_mixup else "targets" %}
 def train_one_epoch(
     model,
     loader,
@@ -95,12 +94,7 @@ def train_one_epoch(
 {% if cookiecutter.use_amp %}
     scaler,
 {% endif %}
-{% if cookiecutter.use_mixup %}
-    mix=None,
-{% endif %}
-{% if cookiecutter.use_ema %}
-    ema=None,
-{% endif %}
+    tricks=(),
 {% if cookiecutter.use_checkpointing %}
     progress=None,
     checkpoints=None,
@@ -128,17 +122,16 @@ def train_one_epoch(
 {% if cookiecutter.use_distributed %}
         sync_gradients(model, update)  # the inner batches of a group skip DDP's all-reduce
 {% endif %}
-{% if cookiecutter.use_mixup %}
-        images, soft_targets = mix(images, targets) if mix else (images, targets)
-        targets = soft_targets.argmax(1) if mix else targets  # train_acc: the larger share of each mixed image
-{% endif %}
+        for trick in tricks:
+            images, targets = trick.batch(images, targets)
+        labels = targets if targets.ndim == 1 else targets.argmax(1)  # train_acc of class probabilities: the largest
 {% if cookiecutter.use_amp %}
         with autocast(cfg.precision, device):
             logits = model(images)
-            loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax
+            loss = criterion(logits, targets)  # raw logits: CrossEntropyLoss applies log-softmax
 {% else %}
         logits = model(images)
-        loss = criterion(logits, {{ loss_targets }})  # raw logits: CrossEntropyLoss applies log-softmax
+        loss = criterion(logits, targets)  # raw logits: CrossEntropyLoss applies log-softmax
 {% endif %}
         if progress.step == group_start:
             # Cleared here, just before the backward that refills them, as in PyTorch's examples: the allocator can
@@ -157,35 +150,24 @@ def train_one_epoch(
             if cfg.clip_grad_norm:
                 norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm, cfg.clip_grad_norm_type)
 {% endif %}
-{# What follows an optimizer step that was taken: each trick adds its lines here, and under fp16's GradScaler
-    they are skipped with the step. #}
-{% set after_step %}
-{% if cookiecutter.use_ema %}
-if ema:
-    ema.update_parameters(model)
-{% endif %}
-{% if cookiecutter.use_grad_clipping %}
-if cfg.clip_grad_norm:
-    progress.grad_norm_sum += norm
-    progress.updates += 1
-{% endif %}
-{% endset %}
-{% if cookiecutter.use_amp and after_step.strip() %}
-            if scaled_step(scaler, optimizer):  # False when fp16's scaler skipped the step: inf/NaN gradients
-{{ after_step | trim | indent(16, first=True) }}
-{% elif cookiecutter.use_amp %}
-            scaled_step(scaler, optimizer)
+{% if cookiecutter.use_amp %}
+            taken = scaled_step(scaler, optimizer)  # False when fp16's scaler skipped the step: inf/NaN gradients
 {% else %}
             optimizer.step()
-{% if after_step.strip() %}
-{{ after_step | trim | indent(12, first=True) }}
+            taken = True
 {% endif %}
+            for trick in tricks if taken else ():
+                trick.after_step(model)
+{% if cookiecutter.use_grad_clipping %}
+            if taken and cfg.clip_grad_norm:
+                progress.grad_norm_sum += norm
+                progress.updates += 1
 {% endif %}
         unseen_bad = (progress.first_bad_step < 0) & ~loss.detach().isfinite()
         progress.first_bad_step = torch.where(unseen_bad, progress.step + 1, progress.first_bad_step)
-        progress.loss_sum += loss.detach() * len(targets)
-        progress.correct += (logits.argmax(1) == targets).sum()
-        progress.seen += len(targets)
+        progress.loss_sum += loss.detach() * len(labels)
+        progress.correct += (logits.argmax(1) == labels).sum()
+        progress.seen += len(labels)
         progress.step += 1
 {% if cookiecutter.use_checkpointing %}
         if checkpoints and checkpoints.after_step(progress, update):  # saved mid-epoch, and a stop was asked for

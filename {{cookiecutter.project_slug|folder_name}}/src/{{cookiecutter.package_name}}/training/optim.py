@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 {% if cookiecutter.use_layerwise_lr %}
-from ..core.config import parse_lr_mults
+from ..config import parse_lr_mults
 from ..core.errors import ModelError
 from ..models import check_patterns, name_matches
 

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..core.config import SCRIPT
+from ..config import SCRIPT
 {% if cookiecutter.use_distributed %}
 from ..core.distributed import gather, is_main
 {% endif %}

@@ -10,11 +10,10 @@ import torch
 from torch import nn
 from torchinfo import summary
 
-from ..core.config import TrainConfig, save_config
+from ..config import TrainConfig, save_config
 {% if cookiecutter.use_distributed %}
-{% set names = ["barrier", "broadcast", "is_main", "setup", "world_size", "wrap"] %}
+{% set names = ["barrier", "broadcast", "broadcast_buffers", "is_main", "setup", "world_size", "wrap"] %}
 {% if cookiecutter.use_checkpointing %}{% set names = names + ["continue_after_restart", "note_run_folder"] %}{% endif %}
-{% if cookiecutter.use_ema %}{% set names = names + ["broadcast_buffers"] %}{% endif %}
 from ..core.distributed import (
 {% for name in names | sort %}
     {{ name }},
@@ -44,18 +43,7 @@ from ..reports.plots import plot_run
 {% if cookiecutter.tracker != "none" %}
 from ..reports.tracking import Tracker, ending_tracked_runs{{ ', resolve_store' if cookiecutter.tracker == "mlflow" else '' }}
 {% endif %}
-{% if cookiecutter.use_ema %}
-from ..tricks.ema import build_ema
-{% endif %}
-{% if cookiecutter.use_freezing %}
-from ..tricks.freezing import freeze
-{% endif %}
-{% if cookiecutter.use_mixup %}
-from ..tricks.mixup import build_mix
-{% endif %}
-{% if cookiecutter.use_sync_bn %}
-from ..tricks.sync_bn import convert_sync_bn
-{% endif %}
+from ..tricks import FILES, build_tricks
 {% if cookiecutter.use_amp %}
 from .amp import make_scaler, resolve_precision
 {% endif %}
@@ -163,14 +151,15 @@ def _best(rows: list[dict]) -> dict:
     return max(rows, key=lambda row: row["val_acc"])
 
 
-def _weights_line(out: Path, rows: list[dict]) -> str:
-    """Which file holds which figure: model.pt is the last epoch's weights, which need not be the best epoch's."""
+def _weights_line(out: Path, rows: list[dict], files) -> str:
+    """Which file holds which figure: model.pt is the last epoch's weights, which need not be the best epoch's; a
+    trick's file (ema.pt: <file name>_val_acc in metrics.csv), those of its last evaluation."""
     best, last = _best(rows), rows[-1]
     said = f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}"
-{% if cookiecutter.use_ema %}
-    if "ema_val_acc" in last:  # ema.pt: the average as it was after the last epoch
-        said = f"EMA val_acc {last['ema_val_acc']:.4f} (epoch {last['epoch']}): {out / 'ema.pt'}; {said}"
-{% endif %}
+    for name in files:
+        figure = f"{Path(name).stem}_val_acc"
+        if figure in last:
+            said = f"{Path(name).stem.upper()} val_acc {last[figure]:.4f} (epoch {last['epoch']}): {out / name}; {said}"
     if best is last:
         return f"{said}, the last): {out / 'model.pt'}"
 {% if cookiecutter.use_checkpointing %}
@@ -217,7 +206,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% endif %}
     torch.autograd.set_detect_anomaly(cfg.detect_anomaly)
     out = Path(cfg.output_dir)
-    folder = RunFolder(out, cfg.overwrite)  # never a folder of other files
+    folder = RunFolder(out, cfg.overwrite, FILES)  # never a folder of other files
 {% if cookiecutter.use_checkpointing %}
     found = find_checkpoint(cfg.resume, out)  # checked before anything is written: a refused run changes nothing
     check_continuation(out, found, cfg)
@@ -235,12 +224,9 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     model = build_model(cfg.model, len(data.classes), cfg.pretrained, cfg.init)
     if cfg.init_from:
         init_from(model, cfg.init_from, data.classes)
-{% if cookiecutter.use_sync_bn %}
-    model = convert_sync_bn(model, device, cfg.sync_bn)
-{% endif %}
-{% if cookiecutter.use_freezing %}
-    freeze(model, cfg.freeze)
-{% endif %}
+    tricks = build_tricks(cfg, len(data.classes))
+    for trick in tricks:
+        model = trick.prepare(model, device)
     if cfg.activation_checkpointing:
         checkpoint_activations(model)
     model.to(device, memory_format=torch.channels_last if cfg.channels_last else torch.preserve_format)
@@ -248,9 +234,6 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     check_fits(model, sample, len(data.classes), cfg)
     print(summary(model, input_data=sample, depth=2, mode="eval", verbose=0))
     optimizer = build_optimizer(model, cfg)
-{% if cookiecutter.use_ema %}
-    ema = build_ema(model, cfg.ema_decay)  # of the plain model: identical on every process
-{% endif %}
 {% if cookiecutter.use_distributed %}
     trained = wrap(model, device)  # DDP, after SyncBN and freezing; `model` stays unwrapped for saving
     trained = torch.compile(trained) if cfg.compile else trained
@@ -258,6 +241,8 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     trained = torch.compile(model) if cfg.compile else model  # `model` stays uncompiled for saving
 {% endif %}
     scheduler = build_scheduler(optimizer, cfg)
+    for trick in tricks:
+        scheduler = trick.start(model, optimizer, scheduler)  # the plain model: identical on every process
 {% if cookiecutter.use_label_smoothing %}
     criterion = nn.CrossEntropyLoss(weight=data.class_weights, label_smoothing=cfg.label_smoothing)
 {% else %}
@@ -266,9 +251,6 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     criterion = L1Penalty(criterion, model, cfg.l1) if cfg.l1 else criterion  # nothing at all when 0
 {% if cookiecutter.use_amp %}
     scaler = make_scaler(cfg.precision, device)
-{% endif %}
-{% if cookiecutter.use_mixup %}
-    mix = build_mix(cfg, len(data.classes))
 {% endif %}
 {% if cookiecutter.tracker != "none" and cookiecutter.use_distributed %}
     tracker = Tracker(out, cfg, on=cfg.{{ cookiecutter.tracker }} and is_main())
@@ -281,10 +263,8 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% if cookiecutter.tracker in ("mlflow", "wandb") %}
     stateful["tracker"] = tracker  # its run id: a resumed run logs into the same tracked run
 {% endif %}
-{% if cookiecutter.use_ema %}
-    if ema:
-        stateful["ema"] = ema
-{% endif %}
+    for trick in tricks:
+        stateful |= trick.state()
     rows, changes = resume(found, stateful, data.train.order, cfg)
     checkpoints = Checkpoints(out, stateful, data.train, rows, cfg, resumed_progress(found, device), changes)
 {% else %}
@@ -314,6 +294,9 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% set precision = ", cfg.precision" if cookiecutter.use_amp else "" %}
 
     def validate(net: nn.Module) -> dict:
+{% if cookiecutter.use_distributed %}
+        broadcast_buffers(net)  # every rank evaluates rank 0's statistics: those of the file it saves
+{% endif %}
         return evaluate(net, data.val, device, len(data.classes), cfg.max_steps_per_epoch{{ precision }})
 
 {% if cookiecutter.use_checkpointing %}
@@ -340,12 +323,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% if cookiecutter.use_amp %}
                 scaler=scaler,
 {% endif %}
-{% if cookiecutter.use_mixup %}
-                mix=mix,
-{% endif %}
-{% if cookiecutter.use_ema %}
-                ema=ema,
-{% endif %}
+                tricks=tricks,
 {% if cookiecutter.use_checkpointing %}
                 progress=progress,
                 checkpoints=checkpoints,
@@ -361,14 +339,8 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% endif %}
         val = validate(model)
         row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"]}
-{% if cookiecutter.use_ema %}
-        if ema:
-{% if cookiecutter.use_distributed %}
-            broadcast_buffers(ema.module)  # every rank evaluates rank 0's average: the ema.pt it saves
-{% endif %}
-            averaged = validate(ema.module)
-            row |= {"ema_val_loss": averaged["val_loss"], "ema_val_acc": averaged["val_acc"]}
-{% endif %}
+        for trick in tricks:
+            row |= trick.after_epoch(epoch, model, validate)
         scheduler.step()
         row |= rates
         row["seconds"] = round(time.perf_counter() - start, 3)
@@ -397,11 +369,10 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% if cookiecutter.use_checkpointing %}
     checkpoints.exit_if_stopped()
 {% endif %}
-{% if cookiecutter.use_ema %}
-    final = {"ema.pt": ema.module, "model.pt": model} if ema else {"model.pt": model}
-{% else %}
-    final = {"model.pt": model}
-{% endif %}
+    final = {}
+    for trick in tricks:
+        final |= trick.final_weights(model, data.train, validate)
+    final["model.pt"] = model  # last: it marks the run finished
 {% if cookiecutter.use_distributed %}
     if is_main():
         _save_results(out, final, cfg, data.classes)
@@ -413,5 +384,5 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     tracker.finish(best["val_acc"])
 {% endif %}
     weights = out / "model.pt"
-    print(_weights_line(out, rows))
+    print(_weights_line(out, rows, final))
     return {"best_val_acc": best["val_acc"], "weights": weights, "metrics": rows, "config": cfg, "model": model}

@@ -40,7 +40,7 @@ from urllib.parse import quote
 
 import yaml
 
-from ..core.config import FIELDS, PER_INVOCATION, SCRIPT, TYPES, TrainConfig, base_type, coerce, saved_fields
+from ..config import FIELDS, PER_INVOCATION, SCRIPT, TYPES, TrainConfig, base_type, coerce, saved_fields
 {% if ddp %}
 from ..core.distributed import broadcast, is_main, setup, world_size
 {% endif %}

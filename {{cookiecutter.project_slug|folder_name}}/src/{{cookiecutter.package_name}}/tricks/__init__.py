@@ -1,1 +1,56 @@
-"""The training tricks chosen for this project, one module each, which the run plugs in."""
+"""The training tricks of this project, one module each, which the run finds here and plugs into its loop.
+
+A trick's module holds `Options`, a dataclass whose fields join the configuration (each a `train` flag and a
+config.yaml key; its `check()`, if any, refuses bad values), `FILES` it writes into a run folder, if any, and
+`build(cfg, num_classes)`, which returns a `Trick` (or None where its flags switch it off). The
+run calls every trick's hooks at the few points below, in this order; a hook a trick leaves out does nothing. Adding a
+trick is adding a module here: nothing else in the package changes.
+"""
+
+import importlib
+import pkgutil
+
+
+class Trick:
+    """The loop's extension points."""
+
+    order = 0  # tricks that replace layers go first (lower), so that the others see the layers that train
+
+    def prepare(self, model, device):
+        """The plain model on the CPU, before the optimizer takes its parameters and it moves to `device`: the model
+        to train."""
+        return model
+
+    def start(self, model, optimizer, scheduler):
+        """The model on its device, unwrapped, with its optimizer and schedule: the schedule to step each epoch."""
+        return scheduler
+
+    def batch(self, images, targets):
+        """Each training batch, on the device, before the forward pass (targets may become class probabilities)."""
+        return images, targets
+
+    def after_step(self, model) -> None:
+        """After each optimizer step taken (under fp16 the scaler skips a step whose gradients overflowed)."""
+
+    def after_epoch(self, epoch: int, model, validate) -> dict:
+        """The epoch trained and validated: figures for its row of metrics.csv. `validate(net)` measures a model."""
+        return {}
+
+    def state(self) -> dict:
+        """Objects with a `state_dict` that a checkpoint keeps under these names: a resumed run goes on exactly."""
+        return {}
+
+    def final_weights(self, model, loader, validate) -> dict:
+        """The run over: files of weights to save in the run folder (before model.pt, which marks the run done)."""
+        return {}
+
+
+MODULES = [importlib.import_module(f"{__name__}.{found.name}") for found in pkgutil.iter_modules(__path__)]
+OPTIONS = [module.Options for module in MODULES]  # config.py's TrainConfig has the fields of each
+FILES = [name for module in MODULES for name in getattr(module, "FILES", ())]  # what each writes into a run folder
+
+
+def build_tricks(cfg, num_classes: int) -> list[Trick]:
+    """The tricks this run uses, in the order their hooks are called."""
+    built = (module.build(cfg, num_classes) for module in MODULES)
+    return sorted((trick for trick in built if trick is not None), key=lambda trick: trick.order)

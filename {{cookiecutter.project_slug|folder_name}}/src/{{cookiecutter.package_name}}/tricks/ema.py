@@ -7,42 +7,73 @@ hundreds of steps). The average is evaluated each epoch next to the trained mode
 generalises better than the last weights.
 """
 
-import torch
-from torch import nn
-from torch.optim.swa_utils import AveragedModel
+from dataclasses import dataclass
+
+from ..core.errors import UserError
+from ..core.options import option
+from . import Trick
+
+FILES = ("ema.pt",)
 
 
-class WarmedUpAverage(AveragedModel):
+@dataclass
+class Options:
+    ema_decay: float = option(0.999, "decay of the weights' moving average per optimizer step (0 turns it off)")
+
+    def check(self) -> None:
+        if not 0 <= self.ema_decay < 1:
+            raise UserError(f"--ema-decay must be in [0, 1), got {self.ema_decay}")
+
+
+def build(cfg, num_classes: int) -> "MovingAverage | None":
+    """None when --ema-decay is 0."""
+    return MovingAverage(cfg.ema_decay) if cfg.ema_decay else None
+
+
+@dataclass
+class MovingAverage(Trick):
     """PyTorch's AveragedModel with the warm-up decay, updated without waiting for the GPU: torch's own
     update_parameters reads its step counter on the host and copies it to the device on every step."""
 
-    def __init__(self, model: nn.Module, decay: float):
+    decay: float
+    average: object = None  # the AveragedModel, of the plain model on its device: identical on every process
+
+    def start(self, model, optimizer, scheduler):
+        from torch.optim.swa_utils import AveragedModel  # torch is imported when a run starts, not for --help
+
         # use_buffers=True averages BatchNorm's running statistics like the weights, so the average is evaluated
         # with statistics that belong to it (no extra pass over the data); the counter lives beside the weights.
-        super().__init__(model, device=next(model.parameters()).device, use_buffers=True)
-        self.decay = decay
+        self.average = AveragedModel(model, device=next(model.parameters()).device, use_buffers=True)
+        return scheduler
 
-    @torch.no_grad()
-    def update_parameters(self, model: nn.Module) -> None:
-        averaged = [*self.module.parameters(), *self.module.buffers()]
-        current = [tensor.detach() for tensor in (*model.parameters(), *model.buffers())]
-        updates, decay = self.n_averaged, self.decay
-        # 0 at the first update (a copy), then the warm-up; computed on the device: no host sync
-        weight = torch.clamp((1 + updates) / (10 + updates), max=decay) * (updates > 0)
-        by_dtype = {}
-        for pair in zip(averaged, current, strict=True):
-            by_dtype.setdefault(pair[0].dtype, []).append(pair)
-        for dtype, pairs in by_dtype.items():
-            mine, theirs = [list(group) for group in zip(*pairs, strict=True)]
-            if not dtype.is_floating_point:  # counters such as num_batches_tracked: the latest value
-                torch._foreach_copy_(mine, theirs)
-                continue
-            torch._foreach_mul_(mine, weight.to(dtype))
-            torch._foreach_add_(mine, torch._foreach_mul(theirs, (1 - weight).to(dtype)))
-        self.n_averaged += 1
+    def after_step(self, model) -> None:
+        import torch
 
+        with torch.no_grad():
+            averaged = [*self.average.module.parameters(), *self.average.module.buffers()]
+            current = [tensor.detach() for tensor in (*model.parameters(), *model.buffers())]
+            updates = self.average.n_averaged
+            # 0 at the first update (a copy), then the warm-up; computed on the device: no host sync
+            weight = torch.clamp((1 + updates) / (10 + updates), max=self.decay) * (updates > 0)
+            by_dtype = {}
+            for pair in zip(averaged, current, strict=True):
+                by_dtype.setdefault(pair[0].dtype, []).append(pair)
+            for dtype, pairs in by_dtype.items():
+                mine, theirs = [list(group) for group in zip(*pairs, strict=True)]
+                if not dtype.is_floating_point:  # counters such as num_batches_tracked: the latest value
+                    torch._foreach_copy_(mine, theirs)
+                    continue
+                torch._foreach_mul_(mine, weight.to(dtype))
+                torch._foreach_add_(mine, torch._foreach_mul(theirs, (1 - weight).to(dtype)))
+            self.average.n_averaged += 1
 
-def build_ema(model: nn.Module, decay: float) -> WarmedUpAverage | None:
-    """None when --ema-decay is 0."""
-    return WarmedUpAverage(model, decay) if decay else None
+    def after_epoch(self, epoch: int, model, validate) -> dict:
+        averaged = validate(self.average.module)
+        return {"ema_val_loss": averaged["val_loss"], "ema_val_acc": averaged["val_acc"]}
+
+    def state(self) -> dict:
+        return {"ema": self.average}
+
+    def final_weights(self, model, loader, validate) -> dict:
+        return {"ema.pt": self.average.module}  # the average as it was after the last epoch
 {% endif %}

@@ -2,23 +2,43 @@
 """Freezing layers by name: no gradients, no optimizer slot, and BatchNorm statistics kept as they are."""
 
 import types
-
-from torch import nn
+from dataclasses import dataclass
 
 from ..core.errors import ModelError
-from ..models import check_patterns, matches_any
+from ..core.options import option
+from . import Trick
 
-BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d{{ ", nn.SyncBatchNorm" if cookiecutter.use_sync_bn else "" }})
+
+@dataclass
+class Options:
+    freeze: list[str] | None = option(
+        None, "freeze parameters whose name starts with or glob-matches a pattern", metavar="PATTERN"
+    )
 
 
-def _stay_in_eval(module: nn.Module, mode: bool = True) -> nn.Module:
+def build(cfg, num_classes: int) -> "Freezing | None":
+    return Freezing(cfg.freeze) if cfg.freeze else None
+
+
+def _stay_in_eval(module, mode: bool = True):
     return module
 
 
-def freeze(model: nn.Module, patterns: list[str] | None) -> None:
+@dataclass
+class Freezing(Trick):
+    patterns: list[str]
+
+    def prepare(self, model, device):
+        freeze(model, self.patterns)
+        return model
+
+
+def freeze(model, patterns: list[str]) -> None:
     """Freeze every parameter whose name starts with (or glob-matches) one of `patterns`."""
-    if not patterns:
-        return
+    from torch.nn.modules.batchnorm import _BatchNorm  # every BatchNorm, SyncBatchNorm included
+
+    from ..models import check_patterns, matches_any  # torch is imported when a run starts, not for --help
+
     check_patterns(model, patterns, "--freeze")
     if all(matches_any(name, patterns) for name, _ in model.named_parameters()):
         raise ModelError(f"--freeze {' '.join(patterns)} would freeze every parameter: nothing would train")
@@ -28,7 +48,7 @@ def freeze(model: nn.Module, patterns: list[str] | None) -> None:
     for name, module in model.named_modules():
         parameters = list(module.parameters())
         frozen = not any(p.requires_grad for p in parameters) if parameters else matches_any(name, patterns)
-        if isinstance(module, BATCH_NORMS) and frozen:
+        if isinstance(module, _BatchNorm) and frozen:
             # requires_grad=False does not stop running-statistics updates, and a plain .eval() is undone
             # by the next model.train(): pin this layer to eval mode for good.
             module.eval()

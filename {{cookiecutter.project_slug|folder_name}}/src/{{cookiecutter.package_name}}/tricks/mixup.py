@@ -1,18 +1,37 @@
 {% if cookiecutter.use_mixup %}
 """MixUp and CutMix on training batches, from torchvision.transforms.v2."""
 
-from torchvision.transforms import v2
+from dataclasses import dataclass
+
+from ..core.errors import UserError
+from ..core.options import option
+from . import Trick
+
+
+@dataclass
+class Options:
+    mixup_alpha: float = option(0.2, "MixUp Beta(alpha, alpha) on training batches (0 turns it off)")
+    cutmix_alpha: float = option(0.0, "CutMix Beta(alpha, alpha) on training batches (0 turns it off)")
+    cutmix_prob: float = option(0.5, "chance of CutMix instead of MixUp when both alphas are set")
+
+    def check(self) -> None:
+        for name in ("mixup_alpha", "cutmix_alpha"):
+            if not 0 <= getattr(self, name) < float("inf"):
+                flag = "--" + name.replace("_", "-")
+                raise UserError(f"{flag} must be a finite number, not negative, got {getattr(self, name)}")
+        if not 0 <= self.cutmix_prob <= 1:
+            raise UserError(f"--cutmix-prob must be between 0 and 1, got {self.cutmix_prob}")
+
+
+def build(cfg, num_classes: int) -> "Mix | None":
+    transform = build_mix(cfg, num_classes)
+    return Mix(transform) if transform else None
 
 
 def build_mix(cfg, num_classes: int):
-{% if cookiecutter.use_label_smoothing %}
-    """A batch transform `(images, labels) -> (mixed images, soft labels)`, or None when both alphas are 0.
+    """torchvision's MixUp, CutMix or a random choice of the two; None when both alphas are 0."""
+    from torchvision.transforms import v2  # torch is imported when a run starts, not for --help
 
-    The soft labels are not smoothed: label smoothing is applied once, by the loss.
-    """
-{% else %}
-    """A batch transform `(images, labels) -> (mixed images, soft labels)`, or None when both alphas are 0."""
-{% endif %}
     mixes, weights = [], []
     if cfg.mixup_alpha > 0:
         mixes.append(v2.MixUp(alpha=cfg.mixup_alpha, num_classes=num_classes))
@@ -23,4 +42,19 @@ def build_mix(cfg, num_classes: int):
     if len(mixes) < 2:
         return mixes[0] if mixes else None
     return v2.RandomChoice(mixes, p=weights)
+
+
+@dataclass
+class Mix(Trick):
+{% if cookiecutter.use_label_smoothing %}
+    """`(images, labels) -> (mixed images, soft labels)`. The soft labels are not smoothed: label smoothing is applied
+    once, by the loss."""
+{% else %}
+    """`(images, labels) -> (mixed images, soft labels)`."""
+{% endif %}
+
+    transform: object  # build_mix's
+
+    def batch(self, images, targets):
+        return self.transform(images, targets)
 {% endif %}

@@ -2,22 +2,43 @@
 """SyncBatchNorm: BatchNorm statistics over the whole global batch instead of each GPU's share."""
 
 import sys
+from dataclasses import dataclass
 
-import torch
-from torch import nn
+from ..core.options import option
+from . import Trick
 
 
-def is_distributed_cuda(device: torch.device) -> bool:
+@dataclass
+class Options:
+    sync_bn: bool = option(True, "BatchNorm becomes SyncBatchNorm when training on several GPUs")
+
+
+def build(cfg, num_classes: int) -> "SyncBatchNorm | None":
+    return SyncBatchNorm() if cfg.sync_bn else None
+
+
+def is_distributed_cuda(device) -> bool:
     """A CUDA process group of any size: with one process SyncBatchNorm computes what BatchNorm does, so a job
     behaves the same whether it runs on one GPU or several."""
+    import torch
+
     dist = torch.distributed
     return device.type == "cuda" and dist.is_available() and dist.is_initialized()
 
 
-def convert_sync_bn(model: nn.Module, device: torch.device, enabled: bool = True) -> nn.Module:
+@dataclass
+class SyncBatchNorm(Trick):
+    order = -1  # first: freezing then finds the converted layers
+
+    def prepare(self, model, device):
+        return convert_sync_bn(model, device)
+
+
+def convert_sync_bn(model, device):
     """Convert before any DDP wrap. SyncBatchNorm only trains on CUDA, so elsewhere BatchNorm stays."""
-    if not enabled:
-        return model
+    import torch  # imported when a run starts, not for --help
+    from torch import nn
+
     if is_distributed_cuda(device):
         if type(model).__module__.startswith("timm."):  # its BatchNormAct2d keeps its activation through timm's own
             from timm.layers import convert_sync_batchnorm

@@ -14,13 +14,15 @@ import re
 import sys
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from .errors import UserError
-from .files import write_text
+from .core.errors import UserError
+from .core.files import write_text
+from .core.options import option
+from .tricks import OPTIONS as TRICK_OPTIONS
 
 DEVICES = ["auto", "cpu", "cuda", "mps", "xpu"]  # auto: the machine's accelerator (torch.accelerator), else the CPU
 # the console script, as messages tell the user to run it
@@ -39,12 +41,10 @@ MAX_DIST_TIMEOUT = 365 * 24 * 3600
 {% endif %}
 
 
-def option(default, help, **argparse_kwargs):
-    return field(default=default, metadata={"help": help, **argparse_kwargs})
-
-
 @dataclass
-class TrainConfig:
+class BaseConfig:
+    """Every field but the tricks' (TrainConfig below adds theirs)."""
+
     data: str = option(
         "synthetic",
         "synthetic, cifar10, mnist, fashion_mnist, a folder of class folders (with or without train/ and val/), "
@@ -121,23 +121,10 @@ class TrainConfig:
     nproc: int | None = option(None, "processes to start on this machine (default: one per --gpus id on GPUs)")
     dist_timeout: int = option(600, "seconds a process waits for the others before the job stops")
 {% endif %}
-{% if cookiecutter.use_sync_bn %}
-    sync_bn: bool = option(True, "BatchNorm becomes SyncBatchNorm when training on several GPUs")
-{% endif %}
-{% if cookiecutter.use_freezing %}
-    freeze: list[str] | None = option(
-        None, "freeze parameters whose name starts with or glob-matches a pattern", metavar="PATTERN"
-    )
-{% endif %}
 {% if cookiecutter.use_layerwise_lr %}
     lr_mult: list[str] | None = option(
         None, "learning-rate multiplier of matching parameters, e.g. fc=10", metavar="PATTERN=MULT"
     )
-{% endif %}
-{% if cookiecutter.use_mixup %}
-    mixup_alpha: float = option(0.2, "MixUp Beta(alpha, alpha) on training batches (0 turns it off)")
-    cutmix_alpha: float = option(0.0, "CutMix Beta(alpha, alpha) on training batches (0 turns it off)")
-    cutmix_prob: float = option(0.5, "chance of CutMix instead of MixUp when both alphas are set")
 {% endif %}
 {% if cookiecutter.use_label_smoothing %}
     label_smoothing: float = option(0.1, "label smoothing of the training loss (0 turns it off)")
@@ -145,9 +132,6 @@ class TrainConfig:
 {% if cookiecutter.use_grad_clipping %}
     clip_grad_norm: float = option(1.0, "clip the gradient norm to this value (0 turns it off)")
     clip_grad_norm_type: float = option(2.0, "the p of the clipped p-norm (inf for the max norm)")
-{% endif %}
-{% if cookiecutter.use_ema %}
-    ema_decay: float = option(0.999, "decay of the weights' moving average per optimizer step (0 turns it off)")
 {% endif %}
 {% if cookiecutter.tracker == "tensorboard" %}
     tensorboard: bool = option(True, "write TensorBoard logs into <output dir>/tensorboard")
@@ -187,9 +171,6 @@ class TrainConfig:
             raise UserError(f"--dist-timeout must be at most {MAX_DIST_TIMEOUT} s (a year), got {self.dist_timeout}")
 {% endif %}
         non_negative = ["lr", "weight_decay", "l1", "momentum", "warmup_epochs", "num_workers", "gamma"]
-{% if cookiecutter.use_mixup %}
-        non_negative += ["mixup_alpha", "cutmix_alpha"]
-{% endif %}
 {% if cookiecutter.use_grad_clipping %}
         non_negative += ["clip_grad_norm"]
 {% endif %}
@@ -221,14 +202,6 @@ class TrainConfig:
             raise UserError(f"--val-split must be between 0 and 1 (a share of each class), got {self.val_split}")
         if not 0 <= self.random_erasing <= 1:
             raise UserError(f"--random-erasing must be a probability between 0 and 1, got {self.random_erasing}")
-{% if cookiecutter.use_mixup %}
-        if not 0 <= self.cutmix_prob <= 1:
-            raise UserError(f"--cutmix-prob must be between 0 and 1, got {self.cutmix_prob}")
-{% endif %}
-{% if cookiecutter.use_ema %}
-        if not 0 <= self.ema_decay < 1:
-            raise UserError(f"--ema-decay must be in [0, 1), got {self.ema_decay}")
-{% endif %}
 {% if cookiecutter.use_label_smoothing %}
         if not 0 <= self.label_smoothing < 1:
             raise UserError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
@@ -242,6 +215,14 @@ class TrainConfig:
         if self.checkpoint_every is not None and not CHECKPOINT_EVERY.fullmatch(str(self.checkpoint_every)):
             raise UserError(f"--checkpoint-every takes steps or minutes (500, 10min), got {self.checkpoint_every}")
 {% endif %}
+        for options in TRICK_OPTIONS:
+            if hasattr(options, "check"):
+                options.check(self)
+
+
+@dataclass
+class TrainConfig(*reversed(TRICK_OPTIONS), BaseConfig):
+    """The configuration: BaseConfig's fields, then those of each trick's `Options` (tricks/)."""
 
 
 {% if cookiecutter.use_layerwise_lr %}
