@@ -71,6 +71,43 @@ def write_code_map(package: Path, readme: Path) -> None:
     readme.write_text(readme.read_text(encoding="utf-8").replace(CODE_MAP, "\n".join(rows)), encoding="utf-8")
 
 
+TRICK_FILES, TRICK_OPTIONS, TRICK_SECTIONS = "<!-- trick files -->", "<!-- trick options -->", "<!-- trick sections -->"
+
+
+def _flag_row(item: ast.AnnAssign) -> str:
+    """A README row of the Options table from one field of a trick's Options: `name: type = option(default, help,
+    ...)`."""
+    call, name = item.value, "--" + item.target.id.replace("_", "-")
+    default, help_text = (ast.literal_eval(arg) for arg in call.args[:2])
+    metavar = next((ast.literal_eval(kw.value) for kw in call.keywords if kw.arg == "metavar"), None)
+    if ast.unparse(item.annotation).startswith("bool"):
+        flag, shown = f"`{name}` / `--no-{name[2:]}`", "on" if default else "off"
+    else:
+        flag = f"`{name} {metavar}...`" if metavar else f"`{name}`"
+        shown = "none" if default is None else f"`{default}`"
+    return f"| {flag} | {shown} | {help_text} |"
+
+
+def write_trick_docs(package: Path, readme: Path) -> None:
+    """The README's lines on each trick, from the trick modules this render kept (tricks/*.py): its files in the run
+    folder (FILES), its flags (the fields of its Options) and its section (its docstring: a title line, whose words
+    before the colon head the section, then the text)."""
+    files, options, sections = [], [], []
+    for module in sorted((package / "tricks").glob("[!_]*.py")):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        title, _, text = ast.get_docstring(tree).partition("\n\n")
+        sections.append(f"### {title.partition(':')[0]}\n\n{text.strip()}\n")  # the title's words before its colon
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and [getattr(target, "id", "") for target in node.targets] == ["FILES"]:
+                files += [f"| `{name}` | {what} |" for name, what in ast.literal_eval(node.value).items()]
+            elif isinstance(node, ast.ClassDef) and node.name == "Options":
+                options += [_flag_row(item) for item in node.body if isinstance(item, ast.AnnAssign)]
+    text = readme.read_text(encoding="utf-8")
+    for marker, lines in ((TRICK_FILES, files), (TRICK_OPTIONS, options), (TRICK_SECTIONS, sections)):
+        text = text.replace(marker + "\n", "".join(line + "\n" for line in lines))
+    readme.write_text(text, encoding="utf-8")
+
+
 def main() -> None:
     package = Path("src", CTX["package_name"])
     write_answers(package)
@@ -78,14 +115,11 @@ def main() -> None:
     for path in files:
         if path.is_file() and not path.read_bytes().strip():
             path.unlink()
-    # a sub-package left with its __init__.py alone (tricks/ with every trick off) goes too, as does a folder left
-    # empty by those removals (scripts/ without distributed training), deepest first
-    for init in sorted(package.glob("*/__init__.py")):
-        if init in files and [path.name for path in init.parent.iterdir()] == ["__init__.py"]:
-            init.unlink()
+    # a folder left empty by those removals (scripts/ without distributed training) goes too, deepest first
     for folder in sorted({parent for path in files for parent in path.parents if parent.parts}, reverse=True):
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
+    write_trick_docs(package, Path("README.md"))
     write_code_map(package, Path("README.md"))
     print(next_steps())
     if CTX["use_amp"] and CTX["gpu_ids"].strip().lower() in ("cpu", "none"):

@@ -7,6 +7,7 @@ imports the render's package from its src/, runs the command line in-process and
 import functools
 import hashlib
 import importlib
+import importlib.util
 import io
 import json
 import multiprocessing
@@ -40,7 +41,7 @@ def _watch(package: str, checks: dict, seen: dict):
     mixed, received, initial = [], [], {}
     seen |= {"losses": 0, "smoothed_losses": 0, "soft_targets": 0, "logits_dtypes": [], "step_norms": []}
     seen |= {"sync_bn_layers": 0, "epochs": []}
-    _watch_updates(train_module, seen)
+    _watch_updates(package, train_module, seen)
 
     def loss_hook(module, args, output):
         seen["sync_bn_layers"] += isinstance(module, nn.SyncBatchNorm) and module.training  # forwards through one
@@ -64,12 +65,18 @@ def _watch(package: str, checks: dict, seen: dict):
         model = build_model(*args)
         if (checks["frozen"] or checks["ema"]) and "state" not in initial:  # as the run's first command built them
             initial["state"] = {name: value.clone() for name, value in model.state_dict().items()}
-        model.register_forward_pre_hook(lambda module, args: received.append(args[0]) if module.training else None)
+
+        def trained_on(module, args):  # the model's own inputs: a copy of it (a trick's average) has the hook too
+            if module.training and module is model:
+                received.append(args[0])
+
+        model.register_forward_pre_hook(trained_on)
         return model
 
     train_module.build_model = watched_model
     if checks["mixup"]:
-        build_mix = train_module.build_mix
+        mixup = importlib.import_module(f"{package}.tricks.mixup")
+        build_mix = mixup.build_mix
 
         def watched_mix(*args):
             mix = build_mix(*args)
@@ -81,11 +88,11 @@ def _watch(package: str, checks: dict, seen: dict):
 
             return mix_and_keep
 
-        train_module.build_mix = watched_mix
+        mixup.build_mix = watched_mix
     return lambda: len(mixed) == len(received) > 0 and all(map(torch.equal, mixed, received)), initial
 
 
-def _watch_updates(train_module, seen: dict) -> None:
+def _watch_updates(package: str, train_module, seen: dict) -> None:
     """Every update the loop attempts, per epoch, in seen["epochs"]: whether the optimizer really stepped (fp16's
     GradScaler skips a step whose gradients overflowed), the norm clipping measured before it, and how often the
     EMA was updated after it. Told apart from outside the loop's own bookkeeping: a step is taken when the
@@ -134,25 +141,18 @@ def _watch_updates(train_module, seen: dict) -> None:
         return train_one_epoch(*args, **kwargs)
 
     train_module.train_one_epoch = watched_epoch
-    build_ema = getattr(train_module, "build_ema", None)
-    if build_ema is not None:
+    if importlib.util.find_spec(f"{package}.tricks.ema") is not None:
+        average = importlib.import_module(f"{package}.tricks.ema").MovingAverage
+        update = average.after_step
 
-        def watched_ema(*args, **kwargs):
-            ema = build_ema(*args, **kwargs)
-            if ema is not None:
-                update = ema.update_parameters
+        def counted(self, *args, **kwargs):
+            if seen["epochs"] and seen["epochs"][-1]:
+                seen["epochs"][-1][-1]["ema_updates"] += 1
+            else:  # an EMA update before any update of the weights: a trace of its own
+                seen["epochs"].append([{"taken": False, "norm": None, "ema_updates": 1}])
+            return update(self, *args, **kwargs)
 
-                def counted(*update_args, **update_kwargs):
-                    if seen["epochs"] and seen["epochs"][-1]:
-                        seen["epochs"][-1][-1]["ema_updates"] += 1
-                    else:  # an EMA update before any update of the weights: a trace of its own
-                        seen["epochs"].append([{"taken": False, "norm": None, "ema_updates": 1}])
-                    return update(*update_args, **update_kwargs)
-
-                ema.update_parameters = counted
-            return ema
-
-        train_module.build_ema = watched_ema
+        average.after_step = counted
 
 
 def _read(path: Path) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from render import GENERATED_TESTS, baked_project
 from runners import own_pytest_run, pytest_in_fork
-from tricks import NAMED
+from tricks import ENTRIES, NAMED
 
 GUARD_TIMEOUT = 500  # the guards' own cases time out at 300 s each (own_pytest_run)
 
@@ -49,11 +49,11 @@ MUTATIONS = {
         "nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None], cfg.clip_grad_norm_type)",
         "tests/test_grad_clipping.py",
     ),
-    "EMA never updated": ("engine.py", "ema.update_parameters(model)", "pass", "tests/test_ema.py"),
+    "EMA never updated": ("engine.py", "trick.after_step(model)", "pass", "tests/test_ema.py"),
     "mixup never applied": (
         "engine.py",
-        "mix(images, targets) if mix else (images, targets)",
-        "(images, targets)",
+        "images, targets = trick.batch(images, targets)",
+        "pass",
         "tests/test_mixup.py",
     ),
     "label smoothing dropped": (
@@ -197,14 +197,14 @@ MUTATIONS = {
     ),
     "EMA warm-up dropped": (
         "ema.py",
-        "torch.clamp((1 + updates) / (10 + updates), max=decay)",
-        "torch.clamp((1 + updates) / (10 + updates), min=decay, max=decay)",
+        "torch.clamp((1 + updates) / (10 + updates), max=self.decay)",
+        "torch.clamp((1 + updates) / (10 + updates), min=self.decay, max=self.decay)",
         "tests/test_ema.py",
     ),
     "train accuracy under mixup against the original labels": (
         "engine.py",
-        "targets = soft_targets.argmax(1) if mix else targets",
-        "targets = targets",
+        "labels = targets if targets.ndim == 1 else targets.argmax(1)",
+        "labels = targets if targets.ndim == 1 else targets.argmin(1)",
         "tests/test_mixup.py",
     ),
     "DataLoader workers take the stop signals": (
@@ -227,8 +227,8 @@ MUTATIONS = {
     ),
     "a step fp16's scaler skipped still moves the EMA and counts in grad_norm": (  # the one after-step block
         "engine.py",
-        "if scaled_step(scaler, optimizer):",
-        "if scaled_step(scaler, optimizer) or True:",
+        "taken = scaled_step(scaler, optimizer)",
+        "taken = scaled_step(scaler, optimizer) or True",
         "tests/test_amp.py::test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics",
     ),
     "more workers than visible GPUs": (
@@ -347,15 +347,15 @@ MUTATIONS = {
         "tests/test_reports.py::test_report_and_confusion_csv_equal_scikit_learns_on_an_asymmetric_case",
     ),
     "the EMA figures measured on the trained model": (
-        "train.py",
-        "averaged = validate(ema.module)",
+        "ema.py",
+        "averaged = validate(self.average.module)",
         "averaged = validate(model)",
         "tests/test_ema.py::test_the_logged_figures_of_the_average_are_those_of_ema_pt",
     ),
     "the EMA decay fixed whatever --ema-decay": (
         "ema.py",
-        "self.decay = decay",
-        "self.decay = 0.999",
+        "return MovingAverage(cfg.ema_decay) if cfg.ema_decay else None",
+        "return MovingAverage(0.999) if cfg.ema_decay else None",
         "tests/test_ema.py::test_the_saved_average_is_the_decay_folded_over_the_weights_of_every_step",
     ),
     "best.pt chosen by validation loss": (
@@ -1003,8 +1003,8 @@ MUTATIONS = {
     ),
     "DDP ranks evaluate their own EMA statistics": (
         "train.py",
-        "            broadcast_buffers(ema.module)",
-        "            pass",
+        "        broadcast_buffers(net)",
+        "        pass",
         "tests/test_distributed.py::test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly",
     ),
     "workers stopped by a signal reported as failed": (
@@ -1347,6 +1347,7 @@ MUTATIONS = {
         "tests/test_distributed.py::test_a_failed_job_says_once_why_with_the_exit_code_of_its_cause",
     ),
 }
+MUTATIONS |= {name: spec for trick in ENTRIES for name, spec in trick.mutations.items()}  # a trick's own
 # The optimizer lines live in optim.py; a 3-tuple names no file. A 5th item: the tracker of the render (else MLflow).
 MUTATIONS = {name: spec if len(spec) >= 4 else ("optim.py", *spec) for name, spec in MUTATIONS.items()}
 MUTATIONS = {name: spec if len(spec) == 5 else (*spec, NAMED["all-on"]["tracker"]) for name, spec in MUTATIONS.items()}

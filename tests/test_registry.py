@@ -50,22 +50,22 @@ def test_the_files_only_tricks_add_are_the_entries(all_on, cookies_session):
     package = Path("src", package_of(all_on))
     listed = {str(Path(path.format(package=package))) for trick in ENTRIES for path in trick.files}
     listed |= {str(Path(path.format(package=package))) for path in TRACKING_FILES}  # all-on logs to a tracker
-    # the package of the tricks' modules comes with any of them
-    listed |= {str(Path(path).parent / "__init__.py") for path in listed if Path(path).parent.name == "tricks"}
     added = set(render_files(all_on)) - set(render_files(all_off))
     assert added == listed, f"in no entry: {sorted(added - listed)}; named but not added: {sorted(listed - added)}"
 
 
 def config_fields(project: Path) -> tuple[set[str], set[str]]:
-    """(the fields of TrainConfig in config.py, those that config.yaml leaves out: PER_INVOCATION)."""
-    tree = ast.parse((project / "src" / package_of(project) / "config.py").read_text())
+    """(the fields of TrainConfig: config.py's BaseConfig and each trick's Options, those that config.yaml leaves out:
+    PER_INVOCATION)."""
+    package = project / "src" / package_of(project)
     fields, per_invocation = set(), set()
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "TrainConfig":
-            fields = {item.target.id for item in node.body if isinstance(item, ast.AnnAssign)}
-        elif isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PER_INVOCATION"]:
-            per_invocation = set(ast.literal_eval(node.value))
-    assert fields, "no TrainConfig in config.py"
+    for path in [package / "config.py", *sorted((package / "tricks").glob("*.py"))]:
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and node.name in ("BaseConfig", "Options"):
+                fields |= {item.target.id for item in node.body if isinstance(item, ast.AnnAssign)}
+            elif isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PER_INVOCATION"]:
+                per_invocation = set(ast.literal_eval(node.value))
+    assert fields, "no BaseConfig in config.py"
     return fields, per_invocation
 
 

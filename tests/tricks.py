@@ -36,12 +36,15 @@ class Trick:
     traces: tuple[str, ...]  # words (lower case) of which some appear in a render exactly when it is on
     config_keys: tuple[str, ...]  # fields of config.py, saved in each run's config.yaml, exactly when it is on
     flags: tuple[str, ...]  # train flags that switch it on for real in a smoke run
-    breakages: tuple[str, ...]  # names of MUTATIONS entries (tests/test_mutations.py) that break it
+    breakages: tuple[str, ...]  # names of MUTATIONS entries (tests/test_mutations.py) that break it, its own included
     at_work: Callable[[Run], None]  # what its smoke run must show when it is on
     absent: Callable[[Run], None] | None = None  # what its smoke run must show when it is off
     requires: str | None = None  # a prompt it needs: the pre-generation hook refuses it without
     refusal: str = ""  # the start of the hook's message then
     then: tuple[str, ...] = ()  # a second train command of its smoke run, in the same folder: these flags added
+    # its own breakages, which join MUTATIONS: name -> (file, a fragment of its code, the fragment broken, the
+    # generated tests that must then fail)
+    mutations: dict = dataclasses.field(default_factory=dict)
 
 
 def _updates(run: Run) -> list[dict]:

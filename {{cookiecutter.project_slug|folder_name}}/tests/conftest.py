@@ -12,35 +12,22 @@ from PIL import Image
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.files import LOCK_FILE
 from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.tricks import OFF
 
-{# Each optional trick that changes the training step or the loss adds the value that switches it off. #}
-{% set neutral %}
+# Every optional trick of this render switched off, for tests that compare a run with a plain one worked out by hand:
+# `replace(cfg, **NEUTRAL)`, or `**(NEUTRAL | {...})` to keep one on. The modules of tricks/ give their own (OFF).
+NEUTRAL = {
+    **OFF,
 {% if cookiecutter.use_amp %}
-"precision": "fp32",
-{% endif %}
-{% if cookiecutter.use_mixup %}
-"mixup_alpha": 0.0,
-"cutmix_alpha": 0.0,
+    "precision": "fp32",
 {% endif %}
 {% if cookiecutter.use_label_smoothing %}
-"label_smoothing": 0.0,
+    "label_smoothing": 0.0,
 {% endif %}
 {% if cookiecutter.use_grad_clipping %}
-"clip_grad_norm": 0.0,
+    "clip_grad_norm": 0.0,
 {% endif %}
-{% if cookiecutter.use_ema %}
-"ema_decay": 0.0,
-{% endif %}
-{% endset %}
-{% if neutral.strip() %}
-# Every optional trick of this render switched off, for tests that compare a run with a plain one worked out by hand:
-# `replace(cfg, **NEUTRAL)`, or `**(NEUTRAL | {...})` to keep one on.
-NEUTRAL = {
-{{ neutral | trim | indent(4, first=True) }}
 }
-{% else %}
-NEUTRAL: dict = {}  # this render has no optional trick that changes the training step
-{% endif %}
 {% if cookiecutter.use_amp %}
 # train_one_epoch's keyword arguments for plain steps: the loss scaler is off
 PLAIN_STEP = {"scaler": torch.amp.GradScaler("cpu", enabled=False)}

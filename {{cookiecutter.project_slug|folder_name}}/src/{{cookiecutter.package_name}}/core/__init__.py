@@ -1,2 +1,2 @@
-"""What every command stands on: the configuration, errors, files written whole and folder locks, devices and
-seeds."""
+"""What every command stands on: errors, files written whole and folder locks, devices and seeds, and how a
+configuration field is declared."""

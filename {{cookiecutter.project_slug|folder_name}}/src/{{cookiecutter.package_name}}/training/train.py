@@ -1,6 +1,7 @@
 """`train(cfg)`: the whole training run, callable from the command line and from tests."""
 
 import dataclasses
+import itertools
 import os
 import time
 from importlib import resources
@@ -32,9 +33,7 @@ from ..data.pipeline import (
     default_image_size,
     describe_data,
     resolve_normalisation,
-{% if not cookiecutter.use_checkpointing %}
     start_epoch,
-{% endif %}
     stopping_data_workers,
 )
 from ..models import build_model, check_fits, checkpoint_activations, init_from, pretrained_preprocessing, weights_file
@@ -293,6 +292,11 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% endif %}
 {% set precision = ", cfg.precision" if cookiecutter.use_amp else "" %}
 
+    def training_pass():
+        """The training data once more, in an order no epoch had (epoch 0), for a trick that measures something."""
+        start_epoch(data.train, 0)
+        return itertools.islice(data.train, cfg.max_steps_per_epoch)
+
     def validate(net: nn.Module) -> dict:
 {% if cookiecutter.use_distributed %}
         broadcast_buffers(net)  # every rank evaluates rank 0's statistics: those of the file it saves
@@ -371,7 +375,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% endif %}
     final = {}
     for trick in tricks:
-        final |= trick.final_weights(model, data.train, validate)
+        final |= trick.final_weights(model, training_pass, validate)
     final["model.pt"] = model  # last: it marks the run finished
 {% if cookiecutter.use_distributed %}
     if is_main():

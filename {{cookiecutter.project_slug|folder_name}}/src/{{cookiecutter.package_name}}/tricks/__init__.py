@@ -1,10 +1,15 @@
 """The training tricks of this project, one module each, which the run finds here and plugs into its loop.
 
-A trick's module holds `Options`, a dataclass whose fields join the configuration (each a `train` flag and a
-config.yaml key; its `check()`, if any, refuses bad values), `FILES` it writes into a run folder, if any, and
-`build(cfg, num_classes)`, which returns a `Trick` (or None where its flags switch it off). The
-run calls every trick's hooks at the few points below, in this order; a hook a trick leaves out does nothing. Adding a
-trick is adding a module here: nothing else in the package changes.
+A trick's module holds:
+- a docstring: `Name: what it is.`, then what it does for the user (the README's section on it was written from it);
+- `Options`, a dataclass whose fields join the configuration (each a `train` flag and a config.yaml key), with a
+  `check()` that refuses bad values, and `off`, the values that switch the trick off, where it has them;
+- `FILES`, where it writes files into the run folder: name -> what it holds (the README lists them; --overwrite
+  removes them);
+- `build(cfg, num_classes)`, which returns a `Trick`, or None where the flags switch it off.
+
+The run calls every trick's hooks at the few points below, in this order; a hook a trick leaves out does nothing.
+Adding a trick is adding a module here: nothing else in the package changes.
 """
 
 import importlib
@@ -40,14 +45,16 @@ class Trick:
         """Objects with a `state_dict` that a checkpoint keeps under these names: a resumed run goes on exactly."""
         return {}
 
-    def final_weights(self, model, loader, validate) -> dict:
-        """The run over: files of weights to save in the run folder (before model.pt, which marks the run done)."""
+    def final_weights(self, model, training_pass, validate) -> dict:
+        """The run over: file name -> weights to save in the run folder (before model.pt, which marks the run done).
+        `training_pass()` gives a pass over the training data, for a trick that measures something on it."""
         return {}
 
 
 MODULES = [importlib.import_module(f"{__name__}.{found.name}") for found in pkgutil.iter_modules(__path__)]
 OPTIONS = [module.Options for module in MODULES]  # config.py's TrainConfig has the fields of each
-FILES = [name for module in MODULES for name in getattr(module, "FILES", ())]  # what each writes into a run folder
+OFF = {name: value for options in OPTIONS for name, value in getattr(options, "off", {}).items()}  # every trick off
+FILES = [name for module in MODULES for name in getattr(module, "FILES", {})]  # what each writes into a run folder
 
 
 def build_tricks(cfg, num_classes: int) -> list[Trick]:

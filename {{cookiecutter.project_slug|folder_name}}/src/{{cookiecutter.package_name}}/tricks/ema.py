@@ -1,10 +1,14 @@
 {% if cookiecutter.use_ema %}
-"""Exponential moving average of the weights, with PyTorch's own torch.optim.swa_utils.AveragedModel.
+"""Moving average of the weights (EMA): PyTorch's AveragedModel, evaluated every epoch and saved as ema.pt.
 
-After every optimizer step: ema = d * ema + (1 - d) * weights, with d = min(decay, (1 + n) / (10 + n)) after n
-updates. The warm-up lets a short run average the steps it has (a fixed 0.999 would keep the first weights for
-hundreds of steps). The average is evaluated each epoch next to the trained model and saved as ema.pt; it often
-generalises better than the last weights.
+After every optimizer step, `ema = d * ema + (1 - d) * weights` with `d = min(decay, (1 + n) / (10 + n))` after `n`
+updates, with PyTorch's own `torch.optim.swa_utils.AveragedModel`. The average is evaluated each epoch next to the
+trained model (`ema_val_loss`, `ema_val_acc` in `metrics.csv`) and saved as `ema.pt`; it often generalises better
+than the last weights{% if cookiecutter.use_checkpointing %}. Checkpoints carry it, so a resumed run continues the same average{% endif %}. BatchNorm
+statistics are averaged like the weights (`use_buffers=True`), so the average is evaluated with statistics that
+belong to it. The warm-up makes short runs average the steps they have (a fixed 0.999 would keep the first weights
+for hundreds of steps): the decay reaches 0.9 after about 80 updates and 0.999 only after about 9,000; from then on
+`--ema-decay 0.999` spans roughly the last 1000 steps.
 """
 
 from dataclasses import dataclass
@@ -13,12 +17,13 @@ from ..core.errors import UserError
 from ..core.options import option
 from . import Trick
 
-FILES = ("ema.pt",)
+FILES = {"ema.pt": "the moving average of the weights, a plain `state_dict` (`evaluate --weights .../ema.pt`)"}
 
 
 @dataclass
 class Options:
     ema_decay: float = option(0.999, "decay of the weights' moving average per optimizer step (0 turns it off)")
+    off = {"ema_decay": 0.0}  # the values that switch it off
 
     def check(self) -> None:
         if not 0 <= self.ema_decay < 1:
@@ -74,6 +79,6 @@ class MovingAverage(Trick):
     def state(self) -> dict:
         return {"ema": self.average}
 
-    def final_weights(self, model, loader, validate) -> dict:
+    def final_weights(self, model, training_pass, validate) -> dict:
         return {"ema.pt": self.average.module}  # the average as it was after the last epoch
 {% endif %}

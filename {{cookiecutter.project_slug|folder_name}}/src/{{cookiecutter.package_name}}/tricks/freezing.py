@@ -1,5 +1,13 @@
 {% if cookiecutter.use_freezing %}
-"""Freezing layers by name: no gradients, no optimizer slot, and BatchNorm statistics kept as they are."""
+"""Freezing layers: no gradients, no optimizer slot, and BatchNorm statistics kept as they are.
+
+`--freeze features.0 "layer1.*"` freezes every parameter whose name starts with a pattern (a module name) or matches
+it as a glob. Frozen parameters get no gradient and no optimizer slot (so weight decay and momentum cannot move
+them), and BatchNorm layers inside frozen modules stay in eval mode, keeping their running statistics. A pattern that
+matches nothing is an error listing the model's top-level modules, and so is freezing every parameter; the start of
+the run prints how many parameters are frozen and trainable. Use it to fine-tune only the head of a pretrained model
+(`--model resnet18 --pretrained --freeze conv1 bn1 layer1 layer2 layer3 layer4`).
+"""
 
 import types
 from dataclasses import dataclass

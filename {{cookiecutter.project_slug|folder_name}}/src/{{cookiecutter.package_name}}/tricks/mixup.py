@@ -1,5 +1,12 @@
 {% if cookiecutter.use_mixup %}
-"""MixUp and CutMix on training batches, from torchvision.transforms.v2."""
+"""MixUp and CutMix: training batches mixed with torchvision.transforms.v2.
+
+`--mixup-alpha` blends pairs of training images and their labels; `--cutmix-alpha` pastes a patch of one image into
+another; with both, each batch uses one of them (`--cutmix-prob`). The loss is cross-entropy against the mixed soft
+labels; validation uses the real labels. Use them against over-fitting on small datasets and long schedules; they
+slow down the fall of the training loss, which is expected. `train_acc` counts a prediction as right when it names
+the class with the larger share of the mixed image, so it stays comparable with `val_acc`.
+"""
 
 from dataclasses import dataclass
 
@@ -13,6 +20,7 @@ class Options:
     mixup_alpha: float = option(0.2, "MixUp Beta(alpha, alpha) on training batches (0 turns it off)")
     cutmix_alpha: float = option(0.0, "CutMix Beta(alpha, alpha) on training batches (0 turns it off)")
     cutmix_prob: float = option(0.5, "chance of CutMix instead of MixUp when both alphas are set")
+    off = {"mixup_alpha": 0.0, "cutmix_alpha": 0.0}  # the values that switch it off
 
     def check(self) -> None:
         for name in ("mixup_alpha", "cutmix_alpha"):

@@ -1,5 +1,11 @@
 {% if cookiecutter.use_sync_bn %}
-"""SyncBatchNorm: BatchNorm statistics over the whole global batch instead of each GPU's share."""
+"""SyncBatchNorm: BatchNorm statistics over the whole global batch instead of each GPU's share.
+
+When training runs on several GPUs in several processes, BatchNorm layers become `SyncBatchNorm` before the model is
+wrapped, so the batch statistics cover the whole global batch. It helps when each GPU sees only a few images
+(detection-sized inputs, big models). On a CPU or in a single process BatchNorm stays, and the run says so once.
+`--no-sync-bn` switches it off.
+"""
 
 import sys
 from dataclasses import dataclass
