@@ -138,13 +138,16 @@ def watch(monkeypatch) -> TrainingWatch:
     record = TrainingWatch()
     build_model, build_data = train_module.build_model, train_module.build_data
 
-    def keep(module, args, logits):
-        if module.training:  # not the model summary's pass nor validation
-            record.inputs.append(args[0].detach().clone())
-            record.logits.append(logits.detach().clone())
-
     def watched_model(*args):
         model = build_model(*args)
+
+        def keep(module, args, logits):
+            # not the model summary's pass nor validation, nor a copy of the model that carries the hook along (a
+            # trick's average of the weights)
+            if module.training and module is model:
+                record.inputs.append(args[0].detach().clone())
+                record.logits.append(logits.detach().clone())
+
         model.register_forward_hook(keep)
         return model
 

@@ -17,6 +17,9 @@ from {{ cookiecutter.package_name }}.training.amp import (
     resolve_precision,
 )
 from {{ cookiecutter.package_name }}.training.train import train
+{% if cookiecutter.use_ema %}
+from {{ cookiecutter.package_name }}.tricks.ema import MovingAverage
+{% endif %}
 
 CPU = torch.device("cpu")
 
@@ -140,7 +143,7 @@ def test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics(tiny_config, 
     assert torch.isfinite(torch.tensor(result["metrics"][0]["grad_norm"]))  # the mean of the step taken only
 {% endif %}
 {% if cookiecutter.use_ema %}
-    (average,) = [trick.average for trick in built[0] if hasattr(trick, "average")]
+    (average,) = [trick.average for trick in built[0] if isinstance(trick, MovingAverage)]
     assert int(average.n_averaged) == 1  # the average followed the step that was taken, only
 {% endif %}
 {% endif %}

@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from {{ cookiecutter.package_name }}.config import FIELDS, TrainConfig, make_config, save_config
 from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.tricks import OFF, OPTIONS
 
 # Literal on purpose, not config.PER_INVOCATION: config.yaml must replay every other field, whatever config.py says.
 PER_INVOCATION = {"overwrite", "init_from"{% if cookiecutter.use_checkpointing %}, "resume"{% endif %}}
@@ -281,8 +282,10 @@ def runs(tmp_path_factory) -> Runs:
 @pytest.fixture
 def resolved(tiny_config, runs) -> TrainConfig:
     """Every auto value filled in, as config.yaml has it: each option then shows its own effect, not that of the
-    auto values it feeds (--optimizer picks the default --lr)."""
-    return runs.resolve(tiny_config)
+    auto values it feeds (--optimizer picks the default --lr). The tricks are off (tricks.OFF), so that none hides
+    another's option (an average that takes over the schedule, its --scheduler); a trick's own options are tried with
+    it on too, below, with every other field changed."""
+    return runs.resolve(dataclasses.replace(tiny_config, **OFF))
 
 
 def test_equal_configs_build_equal_runs(resolved, tmp_path):
@@ -301,11 +304,19 @@ def test_each_option_reaches_what_it_configures(name, runs, resolved):
     values = values_to_build(name, getattr(resolved, name))
     if not runs.same_runs(resolved, name, values):
         return
-    # Some options act only next to others (the step schedule's gamma): try them with every other field changed too.
-    others = [other for other in VARIED if other != name and other not in BUILD_OVERRIDES]
+    # Some options act only next to others (the step schedule's gamma): try them with every other field changed too,
+    # the other tricks still off (their own options are tried with them on).
+    switched_off = set(OFF) - own_switches(name)
+    others = [other for other in VARIED if other != name and other not in {*BUILD_OVERRIDES, *switched_off}]
     changes = {other: values_to_build(other, getattr(resolved, other))[1] for other in others}
     same = runs.same_runs(dataclasses.replace(resolved, **changes), name, values)
     assert not same, f"--{name.replace('_', '-')} {same}: the same run; fix that, or say why in EXEMPT"
+
+
+def own_switches(name: str) -> set[str]:
+    """The fields that switch off the trick that option `name` belongs to (none for an option of no trick)."""
+    options = [options for options in OPTIONS if name in {field.name for field in dataclasses.fields(options)}]
+    return set(getattr(options[0], "off", {})) if options else set()
 
 
 def test_the_seed_fixes_every_random_stream(runs, resolved):
