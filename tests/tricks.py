@@ -204,6 +204,14 @@ def _no_ema(run: Run) -> None:
     assert not (run.folder / "ema.pt").exists() and "ema_val_acc" not in run.rows[0]
 
 
+def _swa(run: Run) -> None:
+    assert (run.folder / "swa.pt").is_file() and "SWA val_loss" in run.log, run.log[-3000:]
+
+
+def _no_swa(run: Run) -> None:
+    assert not (run.folder / "swa.pt").exists() and "SWA" not in run.log
+
+
 ENTRIES = [
     Trick(
         prompt="use_amp",
@@ -378,7 +386,7 @@ ENTRIES = [
         prompt="use_ema",
         short="ema",
         files=("{package}/tricks/ema.py", "tests/test_ema.py"),
-        traces=("averagedmodel", "ema_decay", "ema-decay", "ema.pt"),
+        traces=("ema_decay", "ema-decay", "ema.pt"),
         config_keys=("ema_decay",),
         flags=("--ema-decay", "0.9"),
         breakages=(
@@ -391,6 +399,48 @@ ENTRIES = [
         ),
         at_work=_ema,
         absent=_no_ema,
+    ),
+    Trick(
+        prompt="use_swa",
+        short="swa",
+        files=("{package}/tricks/swa.py", "tests/test_swa.py"),
+        traces=("swa_start", "swa-start", "swa.pt"),
+        config_keys=("swa_start", "swa_lr", "swa_anneal_epochs"),
+        flags=("--swa-start", "1"),
+        breakages=(
+            "SWA never averages",
+            "SWA BatchNorm statistics left as they were",
+            "SWA learning rate never annealed",
+            "SWA average left out of checkpoints",
+        ),
+        at_work=_swa,
+        absent=_no_swa,
+        mutations={
+            "SWA never averages": (
+                "swa.py",
+                "self.average.update_parameters(model)",
+                "pass",
+                "tests/test_swa.py::test_swa_pt_is_torchs_average_of_the_epochs_weights_with_batchnorm_recomputed",
+            ),
+            "SWA BatchNorm statistics left as they were": (
+                "swa.py",
+                "update_bn(training_pass(), self.average, device=next(self.average.parameters()).device)",
+                "pass",
+                "tests/test_swa.py::test_swa_pt_is_torchs_average_of_the_epochs_weights_with_batchnorm_recomputed",
+            ),
+            "SWA learning rate never annealed": (
+                "swa.py",
+                "return (1 - alpha) * factor(start - 1) + alpha * share",
+                "return factor(epoch)",
+                "tests/test_swa.py::test_the_learning_rates_are_those_of_torchs_swalr_taking_over_the_schedule",
+            ),
+            "SWA average left out of checkpoints": (
+                "swa.py",
+                'return {"swa": self.average}',
+                "return {}",
+                "tests/test_swa.py::test_a_resumed_run_saves_the_same_average",
+            ),
+        },
     ),
 ]
 # The tracker prompt (a choice): an entry per tracker, whose `prompt` is "tracker=<value>". The files every tracker
