@@ -78,14 +78,22 @@ def _flag_row(item: ast.AnnAssign) -> str:
     """A README row of the Options table from one field of a trick's Options: `name: type = option(default, help,
     ...)`."""
     call, name = item.value, "--" + item.target.id.replace("_", "-")
-    default, help_text = (ast.literal_eval(arg) for arg in call.args[:2])
-    metavar = next((ast.literal_eval(kw.value) for kw in call.keywords if kw.arg == "metavar"), None)
+    default, help_text = (_value(arg) for arg in call.args[:2])
+    metavar = next((_value(kw.value) for kw in call.keywords if kw.arg == "metavar"), None)
     if ast.unparse(item.annotation).startswith("bool"):
         flag, shown = f"`{name}` / `--no-{name[2:]}`", "on" if default else "off"
     else:
         flag = f"`{name} {metavar}...`" if metavar else f"`{name}`"
-        shown = "none" if default is None else f"`{default}`"
+        shown = f"`{default}`" if default is not None else "auto" if "auto" in str(help_text) else "none"
     return f"| {flag} | {shown} | {help_text} |"
+
+
+def _value(node: ast.expr):
+    """A literal as its value; anything else (a name, an f-string) as its source text."""
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return ast.unparse(node)
 
 
 def write_trick_docs(package: Path, readme: Path) -> None:
@@ -95,7 +103,7 @@ def write_trick_docs(package: Path, readme: Path) -> None:
     files, options, sections = [], [], []
     for module in sorted((package / "tricks").glob("[!_]*.py")):
         tree = ast.parse(module.read_text(encoding="utf-8"))
-        title, _, text = ast.get_docstring(tree).partition("\n\n")
+        title, _, text = (ast.get_docstring(tree) or module.stem).partition("\n\n")
         sections.append(f"### {title.partition(':')[0]}\n\n{text.strip()}\n")  # the title's words before its colon
         for node in tree.body:
             if isinstance(node, ast.Assign) and [getattr(target, "id", "") for target in node.targets] == ["FILES"]:

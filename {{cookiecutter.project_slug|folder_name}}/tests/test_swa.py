@@ -6,8 +6,12 @@ from dataclasses import replace
 
 import pytest
 import torch
+import yaml
 from torch.optim.swa_utils import SWALR, AveragedModel, update_bn
 
+{% if cookiecutter.use_checkpointing %}
+from {{ cookiecutter.package_name }}.cli import main
+{% endif %}
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.data.pipeline import build_data, start_epoch
@@ -88,10 +92,43 @@ def test_a_resumed_run_saves_the_same_average(tiny_config, tmp_path, fingerprint
     assert not (tmp_path / "cut" / "swa.pt").exists()
     train(replace(cfg, output_dir=str(tmp_path / "cut"), resume="auto"))
     assert fingerprint(tmp_path / "cut" / "swa.pt") == fingerprint(tmp_path / "whole" / "swa.pt")
+
+
+def test_a_run_saved_before_the_project_had_swa_resumes_with_it_off(tiny_config, tmp_path, capsys):
+    """`cruft update` switched the trick on later: the run's config.yaml and checkpoint have no swa_* keys."""
+    run = tmp_path / "run"
+    train(replace(tiny_config, epochs=1, swa_start=0))
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    (run / "config.yaml").write_text(yaml.safe_dump({k: v for k, v in config.items() if not k.startswith("swa_")}))
+    for name in ("last.pt", "best.pt"):
+        state = torch.load(run / name, weights_only=True)
+        state["config"] = {k: v for k, v in state["config"].items() if not k.startswith("swa_")}
+        torch.save(state, run / name)
+    capsys.readouterr()
+    assert main(["train", "--resume", "auto", "--output-dir", str(run), "--epochs", "2"]) == 0
+    assert "resumed from" in capsys.readouterr().out and not (run / "swa.pt").exists()
+    assert yaml.safe_load((run / "config.yaml").read_text())["swa_start"] == 0
+{% endif %}
+{% if cookiecutter.use_freezing %}
+
+
+def test_frozen_batchnorm_layers_keep_their_statistics_in_the_average(tiny_config, tmp_path):
+    train(replace(tiny_config, epochs=2, swa_start=1, freeze=["features.0"]))
+    saved, trained = (torch.load(tmp_path / "run" / name, weights_only=True) for name in ("swa.pt", "model.pt"))
+    frozen = [key for key in saved if key.startswith("features.0.") and "running" in key]
+    assert frozen and all(torch.equal(saved[key], trained[key]) for key in frozen)
+    recomputed = [key for key in saved if key.startswith("features.2.") and "running_mean" in key]
+    assert recomputed and not any(torch.equal(saved[key], trained[key]) for key in recomputed)
 {% endif %}
 
 
-@pytest.mark.parametrize(("epochs", "averaged"), [(8, "epochs 7 to 8"), (2, "epoch 2")])
+def test_the_automatic_start_is_saved_and_the_last_line_names_swa_pt(tiny_config, tmp_path, capsys):
+    train(replace(tiny_config, epochs=5))
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["swa_start"] == 4
+    assert f"SWA: {tmp_path / 'run' / 'swa.pt'}; " in capsys.readouterr().out.splitlines()[-1]
+
+
+@pytest.mark.parametrize(("epochs", "averaged"), [(12, "epochs 10 to 12"), (5, "epochs 4 to 5"), (1, "epoch 1")])
 def test_by_default_the_average_takes_the_last_quarter_or_the_last_epoch(tiny_config, epochs, averaged, capsys):
     train(replace(tiny_config, epochs=epochs))
     assert f"(weights of {averaged} averaged)" in capsys.readouterr().out
@@ -105,7 +142,7 @@ def test_swa_start_0_turns_it_off(tiny_config, tmp_path, capsys):
 def test_an_average_of_no_epoch_is_one_line_and_no_file(tiny_config, tmp_path, capsys):
     train(replace(tiny_config, epochs=2, swa_start=3))
     said = [line for line in capsys.readouterr().out.splitlines() if "SWA" in line]
-    assert said == ["SWA: no epoch from --swa-start 3 on was trained (early stop); no swa.pt"]
+    assert said == ["SWA: the run trained no epoch from --swa-start 3 on (it ended with epoch 2); no swa.pt"]
     assert not (tmp_path / "run" / "swa.pt").exists()
 
 

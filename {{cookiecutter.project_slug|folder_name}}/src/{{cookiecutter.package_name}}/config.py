@@ -19,10 +19,10 @@ from pathlib import Path
 
 import yaml
 
+from . import tricks
 from .core.errors import UserError
 from .core.files import write_text
 from .core.options import option
-from .tricks import OPTIONS as TRICK_OPTIONS
 
 DEVICES = ["auto", "cpu", "cuda", "mps", "xpu"]  # auto: the machine's accelerator (torch.accelerator), else the CPU
 # the console script, as messages tell the user to run it
@@ -215,13 +215,13 @@ class BaseConfig:
         if self.checkpoint_every is not None and not CHECKPOINT_EVERY.fullmatch(str(self.checkpoint_every)):
             raise UserError(f"--checkpoint-every takes steps or minutes (500, 10min), got {self.checkpoint_every}")
 {% endif %}
-        for options in TRICK_OPTIONS:
+        for options in tricks.OPTIONS:
             if hasattr(options, "check"):
                 options.check(self)
 
 
 @dataclass
-class TrainConfig(*reversed(TRICK_OPTIONS), BaseConfig):
+class TrainConfig(*reversed(tricks.OPTIONS), BaseConfig):
     """The configuration: BaseConfig's fields, then those of each trick's `Options` (tricks/)."""
 
 
@@ -377,8 +377,12 @@ def make_config(cli_values: dict, config_file: str | None = None) -> TrainConfig
         run_dir = Path(resume).parent
     if config_file is None and run_dir and (run_dir / "config.yaml").is_file():
         config_file = str(run_dir / "config.yaml")
-{% endif %}
     values = load_config_file(config_file) if config_file else {}
+    if resume and config_file:  # a run's config.yaml without a trick's keys: the project gained the trick later
+        values = {name: value for name, value in tricks.OFF.items() if name not in values} | values
+{% else %}
+    values = load_config_file(config_file) if config_file else {}
+{% endif %}
     values.update(cli_values)
     return TrainConfig(**values)
 

@@ -16,6 +16,7 @@ from ..core.distributed import rank, world_size
 from ..core.errors import ModelError, OutputError, first_line, state_dict_mismatch
 from ..core.run_folder import refuse_if_busy
 from ..reports.metrics import stopped_early
+from ..tricks import OFF
 from .checkpoint_file import CHANGES, CHANGES_COLUMNS, RESUME_FROM, load_checkpoint, restore_rng
 from .engine import Progress
 
@@ -157,6 +158,8 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
     history = state.get("changes", [])  # none in a checkpoint of a run never changed
     if not isinstance(history, list) or any(not isinstance(row, dict) or [*row] != CHANGES_COLUMNS for row in history):
         unusable.append("changes")
+    if unusable and set(unusable) <= set(stateful):  # a trick's state the run did not have: its settings say why
+        resume_changes(path, state, cfg)
     if unusable:
         raise ModelError(f"{path} has no usable {', '.join(unusable)}; {RESUME_FROM}")
     changes = resume_changes(path, state, cfg)
@@ -200,6 +203,8 @@ def resume_changes(path: Path, state: dict, cfg) -> list[dict]:
     Only RESUME_MAY_CHANGE may change (not the epoch's length mid-epoch); any other is refused in one line, naming
     each with its two values: the checkpoint's weights, optimizer state and metrics were made with the saved ones."""
     saved, now = state["config"], saved_fields(cfg)
+    # a setting the checkpoint lacks belongs to a trick the project gained after the run: off (its others unchanged)
+    saved = {name: OFF.get(name, value) for name, value in now.items() if name not in saved} | saved
     mid_epoch = "progress" in state
     may_change = RESUME_MAY_CHANGE - ({"max_steps_per_epoch"} if mid_epoch else set())
     changed = [name for name, value in now.items() if saved.get(name) != value and name != "split"]

@@ -42,7 +42,7 @@ from ..reports.plots import plot_run
 {% if cookiecutter.tracker != "none" %}
 from ..reports.tracking import Tracker, ending_tracked_runs{{ ', resolve_store' if cookiecutter.tracker == "mlflow" else '' }}
 {% endif %}
-from ..tricks import FILES, build_tricks
+from ..tricks import FILES, build_tricks, resolve_options
 {% if cookiecutter.use_amp %}
 from .amp import make_scaler, resolve_precision
 {% endif %}
@@ -78,7 +78,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
         tracking_uri=resolve_store(cfg.tracking_uri),
 {% endif %}
     )
-    cfg = dataclasses.replace(cfg, split=cfg.split or _own_split(Path(cfg.output_dir), cfg))
+    cfg = dataclasses.replace(cfg, split=cfg.split or _own_split(Path(cfg.output_dir), cfg), **resolve_options(cfg))
     if cfg.mean is None:  # pretrained weights: the statistics they were trained with
         cfg = dataclasses.replace(cfg, mean=mean, std=std)
     mean, std = resolve_normalisation(cfg)
@@ -150,15 +150,15 @@ def _best(rows: list[dict]) -> dict:
     return max(rows, key=lambda row: row["val_acc"])
 
 
-def _weights_line(out: Path, rows: list[dict], files) -> str:
+def _weights_line(out: Path, rows: list[dict], tricks_files) -> str:
     """Which file holds which figure: model.pt is the last epoch's weights, which need not be the best epoch's; a
-    trick's file (ema.pt: <file name>_val_acc in metrics.csv), those of its last evaluation."""
+    trick's file, with the figures of its last evaluation where metrics.csv has them (ema.pt: ema_val_acc)."""
     best, last = _best(rows), rows[-1]
     said = f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}"
-    for name in files:
+    for name in tricks_files:
         figure = f"{Path(name).stem}_val_acc"
-        if figure in last:
-            said = f"{Path(name).stem.upper()} val_acc {last[figure]:.4f} (epoch {last['epoch']}): {out / name}; {said}"
+        shown = f" val_acc {last[figure]:.4f} (epoch {last['epoch']})" if figure in last else ""
+        said = f"{Path(name).stem.upper()}{shown}: {out / name}; {said}"
     if best is last:
         return f"{said}, the last): {out / 'model.pt'}"
 {% if cookiecutter.use_checkpointing %}
@@ -373,10 +373,10 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% if cookiecutter.use_checkpointing %}
     checkpoints.exit_if_stopped()
 {% endif %}
-    final = {}
+    tricks_weights = {}
     for trick in tricks:
-        final |= trick.final_weights(model, training_pass, validate)
-    final["model.pt"] = model  # last: it marks the run finished
+        tricks_weights |= trick.final_weights(model, training_pass, validate)
+    final = tricks_weights | {"model.pt": model}  # model.pt last: it marks the run finished
 {% if cookiecutter.use_distributed %}
     if is_main():
         _save_results(out, final, cfg, data.classes)
@@ -388,5 +388,5 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     tracker.finish(best["val_acc"])
 {% endif %}
     weights = out / "model.pt"
-    print(_weights_line(out, rows, final))
+    print(_weights_line(out, rows, tricks_weights))
     return {"best_val_acc": best["val_acc"], "weights": weights, "metrics": rows, "config": cfg, "model": model}

@@ -2,14 +2,15 @@
 
 A trick's module holds:
 - a docstring: `Name: what it is.`, then what it does for the user (the README's section on it was written from it);
-- `Options`, a dataclass whose fields join the configuration (each a `train` flag and a config.yaml key), with a
-  `check()` that refuses bad values, and `off`, the values that switch the trick off, where it has them;
+- `Options`, a dataclass whose fields join the configuration (each a `train` flag and a config.yaml key), with, where
+  it has them, `check()`, which refuses bad values, `resolve()`, which fills in its automatic values, and `off`, the
+  values that switch the trick off (a run saved before the project had the trick resumes with it off);
 - `FILES`, where it writes files into the run folder: name -> what it holds (the README lists them; --overwrite
   removes them);
 - `build(cfg, num_classes)`, which returns a `Trick`, or None where the flags switch it off.
 
 The run calls every trick's hooks at the few points below, in this order; a hook a trick leaves out does nothing.
-Adding a trick is adding a module here: nothing else in the package changes.
+Adding a trick is adding a module here: nothing else in the package changes (a helper module's name starts with _).
 """
 
 import importlib
@@ -51,10 +52,34 @@ class Trick:
         return {}
 
 
-MODULES = [importlib.import_module(f"{__name__}.{found.name}") for found in pkgutil.iter_modules(__path__)]
+def _trick_modules() -> list:
+    modules = []
+    for found in pkgutil.iter_modules(__path__):
+        if not found.name.startswith("_"):
+            module = importlib.import_module(f"{__name__}.{found.name}")
+            lacking = [name for name in ("Options", "build") if not hasattr(module, name)]
+            if lacking:  # one line, even for --help: the module is the project's own code
+                where = f"src/{__name__.replace('.', '/')}/{found.name}.py"
+                raise SystemExit(
+                    f"error: {where} has no {' and no '.join(lacking)}; a trick module needs both (see "
+                    "tricks/__init__.py), a helper module's name starts with _"
+                )
+            modules.append(module)
+    return modules
+
+
+MODULES = _trick_modules()
 OPTIONS = [module.Options for module in MODULES]  # config.py's TrainConfig has the fields of each
 OFF = {name: value for options in OPTIONS for name, value in getattr(options, "off", {}).items()}  # every trick off
 FILES = [name for module in MODULES for name in getattr(module, "FILES", {})]  # what each writes into a run folder
+
+
+def resolve_options(cfg) -> dict:
+    """The tricks' automatic values, filled in (each Options' `resolve`)."""
+    resolved = {}
+    for options in OPTIONS:
+        resolved |= options.resolve(cfg) if hasattr(options, "resolve") else {}
+    return resolved
 
 
 def build_tricks(cfg, num_classes: int) -> list[Trick]:

@@ -1,16 +1,16 @@
 {% if cookiecutter.use_swa %}
 """Stochastic weight averaging (SWA): the mean of the weights of the last epochs, with torch.optim.swa_utils.
 
-From epoch `--swa-start` on, the weights after each epoch join an equal average (`AveragedModel`), and the learning
-rate anneals to `--swa-lr` over `--swa-anneal-epochs` epochs and stays there, as `SWALR` anneals it (cosine). When
-the run ends, the average's BatchNorm statistics are recomputed with `update_bn` on the training data (averaged
-weights need statistics of their own), the average is evaluated and saved as `swa.pt`, and a line gives its
-validation figures. Averaging the weights along the end of training finds wider minima, which often generalise better
-(Izmailov et al., 2018). `--swa-start` is by default the first epoch of the last quarter (the last epoch of a run
-of fewer than 8); beyond the last epoch trained
-(or after an early stop) no `swa.pt` is written, and a line says so; `--swa-start 0` turns SWA off. The learning rate
-of every epoch, SWA's included, comes from the one schedule, so a resumed run goes on with the same rates and the same
-average.
+From epoch `--swa-start` on, the weights after each epoch join an equal average (`AveragedModel`); after it, the
+learning rate anneals to `--swa-lr` over `--swa-anneal-epochs` epochs and stays there, as `SWALR` anneals it (cosine).
+When the run ends, the average's BatchNorm statistics are recomputed with `update_bn` on the training data (averaged
+weights need statistics of their own; frozen layers keep theirs), the average is evaluated and saved as `swa.pt`, and a
+line gives its validation figures. Averaging the weights along the end of training finds wider minima, which often
+generalise better (Izmailov et al., 2018). By default `--swa-start` is the first epoch of the last quarter of
+`--epochs`, and at least the last two epochs are averaged; it is saved in `config.yaml` like every automatic value.
+`--swa-start 0` turns SWA off; a run that ends before `--swa-start` (an early stop) writes no `swa.pt`, and a line says
+so. The learning rate of every epoch, SWA's included, comes from the one schedule, so a resumed run goes on with the
+same rates and the same average.
 """
 
 import math
@@ -32,6 +32,10 @@ class Options:
     swa_anneal_epochs: int = option(1, "epochs over which the learning rate anneals to --swa-lr")
     off = {"swa_start": 0}  # the values that switch it off
 
+    def resolve(self) -> dict:
+        """The automatic start: the first epoch of the last quarter, averaging two epochs at least."""
+        return {"swa_start": max(1, self.epochs - max(2, self.epochs // 4) + 1)} if self.swa_start is None else {}
+
     def check(self) -> None:
         if self.swa_start is not None and self.swa_start < 0:
             raise UserError(f"--swa-start must be an epoch (0 turns SWA off), got {self.swa_start}")
@@ -43,10 +47,14 @@ class Options:
 
 def build(cfg, num_classes: int) -> "WeightAverage | None":
     """None with --swa-start 0."""
-    start = cfg.swa_start if cfg.swa_start is not None else cfg.epochs - max(1, cfg.epochs // 4) + 1
+    start = cfg.swa_start if cfg.swa_start is not None else Options.resolve(cfg)["swa_start"]
     # a share of --lr, so that each layer-wise group keeps its multiplier (a resolved config has --lr set)
     share = cfg.swa_lr / cfg.lr if cfg.swa_lr is not None and cfg.lr else 0.1
     return WeightAverage(start, share, cfg.swa_anneal_epochs) if start else None
+
+
+def _keep() -> None:
+    pass
 
 
 def annealed(factor, start: int, share: float, anneal_epochs: int):
@@ -70,6 +78,7 @@ class WeightAverage(Trick):
     lr_share: float  # --swa-lr as a share of --lr
     anneal_epochs: int
     average: object = None  # the AveragedModel, of the plain model on its device
+    last_epoch: int | None = None  # the last epoch this process trained
 
     def start(self, model, optimizer, scheduler):
         from torch.optim.swa_utils import AveragedModel  # torch is imported when a run starts, not for --help
@@ -81,6 +90,7 @@ class WeightAverage(Trick):
         return scheduler
 
     def after_epoch(self, epoch: int, model, validate) -> dict:
+        self.last_epoch = epoch
         if epoch >= self.start_epoch:
             self.average.update_parameters(model)
         return {}
@@ -89,12 +99,21 @@ class WeightAverage(Trick):
         return {"swa": self.average}
 
     def final_weights(self, model, training_pass, validate) -> dict:
+        from torch.nn.modules.batchnorm import _BatchNorm
         from torch.optim.swa_utils import update_bn
 
         if not self.average.n_averaged.item():
-            print(f"SWA: no epoch from --swa-start {self.start_epoch} on was trained (early stop); no swa.pt")
+            ended = f" (it ended with epoch {self.last_epoch})" if self.last_epoch else ""
+            print(f"SWA: the run trained no epoch from --swa-start {self.start_epoch} on{ended}; no swa.pt")
             return {}
+        self.average.train()
+        # update_bn starts every BatchNorm layer's statistics afresh; a frozen one (in eval mode for good) keeps its own
+        frozen = [layer for layer in self.average.modules() if isinstance(layer, _BatchNorm) and not layer.training]
+        for layer in frozen:
+            layer.reset_running_stats = _keep
         update_bn(training_pass(), self.average, device=next(self.average.parameters()).device)
+        for layer in frozen:
+            del layer.reset_running_stats
         figures = validate(self.average.module)
         last = self.start_epoch + self.average.n_averaged.item() - 1
         span = f"epoch {last}" if last == self.start_epoch else f"epochs {self.start_epoch} to {last}"
