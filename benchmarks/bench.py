@@ -350,7 +350,7 @@ def loader_alone(workers: int, args) -> dict:
 
     sys.path.insert(0, args.src)
     config = importlib.import_module(f"{PACKAGE}.config")
-    data = importlib.import_module(f"{PACKAGE}.data.pipeline")
+    data = importlib.import_module(f"{PACKAGE}.data.loaders")
     train = importlib.import_module(f"{PACKAGE}.training.train")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     cfg = train.resolve(config.TrainConfig(batch_size=args.batch_size, num_workers=workers, output_dir="unused"))
@@ -406,7 +406,7 @@ def jpeg_pipeline(workers: int, args) -> dict:
 
     sys.path.insert(0, args.src)
     config = importlib.import_module(f"{PACKAGE}.config")
-    data = importlib.import_module(f"{PACKAGE}.data.pipeline")
+    data = importlib.import_module(f"{PACKAGE}.data.loaders")
     train = importlib.import_module(f"{PACKAGE}.training.train")
     photos = make_photos(Path(tempfile.mkdtemp()) / "photos")
     reference = T.Compose(
@@ -455,7 +455,9 @@ def seeding_cost(batch_size: int, args) -> dict:
     import torch.utils.data as tud
 
     sys.path.insert(0, args.src)
-    data = importlib.import_module(f"{PACKAGE}.data.pipeline")
+    sources = importlib.import_module(f"{PACKAGE}.data.sources")
+    samplers = importlib.import_module(f"{PACKAGE}.data.samplers")
+    transforms = importlib.import_module(f"{PACKAGE}.data.transforms")
     torch.set_num_threads(1)
 
     def per_image(fetch, batches, rounds=9) -> float:
@@ -468,11 +470,11 @@ def seeding_cost(batch_size: int, args) -> dict:
         return statistics.median(times)
 
     stats = [0.5] * 3
-    transform = data.build_transform("synthetic", args.image_size, stats, stats, data.Augmentation("basic"))
-    images = data.SyntheticImages(1024, 0, transform=transform)
+    transform = transforms.build_transform("synthetic", args.image_size, stats, stats, transforms.Augmentation("basic"))
+    images = sources.SyntheticImages(1024, 0, transform=transform)
     transformed = per_image(lambda batch: [images[i] for i in batch], [list(range(1024))], rounds=5)
     nothing = list(range(2**16))
-    seeded = data.SeededBatches(nothing, 0)
+    seeded = samplers.SeededBatches(nothing, 0)
     batches = [nothing[i : i + batch_size] for i in range(0, 8192, batch_size)]
     plain = per_image(lambda batch: [nothing[i] for i in batch], batches)
     in_main = per_image(seeded.__getitems__, batches) - plain

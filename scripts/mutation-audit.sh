@@ -4,8 +4,8 @@
 #
 #   scripts/mutation-audit.sh [MODULE...] [--sample N] [--seed S] [--min-killed PCT]
 #
-#   MODULE        metrics layouts config optim ema files checkpoint checkpoint_file continuation pipeline engine
-#                 inference (default: all of them)
+#   MODULE        metrics layouts sources decoding transforms samplers loaders config optim ema files checkpoint
+#                 checkpoint_file continuation engine inference (default: all of them)
 #   --sample N    test only a seeded random sample of N mutants of the chosen modules (for CI: a few minutes)
 #   --seed S      the sample's seed (default 0)
 #   --min-killed  exit 1 when the killed share (killed / mutants, in %) of what ran is below PCT (default 0)
@@ -48,8 +48,9 @@ SEL_files=(tests/test_files.py tests/test_errors.py)
 # the folder variant of the bitwise-resume test repeats the synthetic one, at 3 s a mutant: left out
 SEL_checkpoint=(tests/test_checkpoint.py
     "--deselect=tests/test_checkpoint.py::test_resumed_run_equals_an_uninterrupted_one_bitwise[held out, balanced-0]")
-# test_train.py: its direct unit tests of data/pipeline.py only (its other tests train)
-SEL_pipeline=(tests/test_data.py tests/test_datasets.py
+# the data modules besides layouts.py share one selection. test_train.py: its direct unit tests of data/ only (its
+# other tests train)
+DATA_TESTS=(tests/test_data.py tests/test_datasets.py
     tests/test_train.py::test_synthetic_splits_have_their_sizes_and_seeds
     tests/test_train.py::test_a_downloadable_dataset_goes_into_data_root
     tests/test_train.py::test_loaders_follow_the_config_transforms_weights_and_memory_pinning
@@ -60,6 +61,11 @@ SEL_pipeline=(tests/test_data.py tests/test_datasets.py
     tests/test_train.py::test_normalisation_is_the_given_one_imagenets_for_pretrained_or_the_datas_own
     tests/test_distributed.py::test_each_split_of_a_distributed_job_gets_its_sampler
     tests/test_distributed.py::test_balanced_sampling_gives_each_rank_its_own_share_of_one_global_draw)
+SEL_sources=("${DATA_TESTS[@]}")
+SEL_decoding=("${DATA_TESTS[@]}")
+SEL_transforms=("${DATA_TESTS[@]}")
+SEL_samplers=("${DATA_TESTS[@]}")
+SEL_loaders=("${DATA_TESTS[@]}")
 SEL_engine=(tests/test_train.py tests/test_grad_clipping.py tests/test_mixup.py tests/test_speed_tricks.py
     tests/test_distributed.py::test_accumulation_all_reduces_once_per_group_not_per_batch
     tests/test_distributed.py::test_a_rank_stops_when_its_own_or_another_ranks_loss_diverged_and_says_which
@@ -75,7 +81,8 @@ SEL_inference=(tests/test_datasets.py tests/test_features.py tests/test_amp.py
     tests/test_run_folder.py::test_predict_never_writes_over_a_file_that_holds_no_predictions)
 SEL_checkpoint_file=("${SEL_checkpoint[@]}")
 SEL_continuation=("${SEL_checkpoint[@]}")
-ALL_MODULES=(metrics layouts config optim ema files checkpoint checkpoint_file continuation pipeline engine inference)
+ALL_MODULES=(metrics layouts sources decoding transforms samplers loaders config optim ema files checkpoint checkpoint_file
+    continuation engine inference)
 
 main() {  # one function: bash has read all of it before it starts, so editing this file mid-run is safe
 local modules=() sample=0 seed=0 min_killed=0 module names copy start arguments item dotted

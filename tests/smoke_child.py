@@ -165,11 +165,11 @@ def _read(path: Path) -> dict:
 
 def _share_synthetic_images(package: str, folder: Path) -> None:
     """The render's synthetic images (2,560 drawn for every smoke run, 0.16 s of it), drawn once per text of its
-    data.py and arguments by that very code, then read back by every later run: the lru_cache the render puts on them,
-    across processes. The same code on the same arguments gives the same tensors (a seeded generator)."""
+    data/sources.py and arguments by that very code, then read back by every later run: the lru_cache the render puts
+    on them, across processes. The same code on the same arguments gives the same tensors (a seeded generator)."""
     import torch
 
-    data = importlib.import_module(f"{package}.data.pipeline")
+    data = importlib.import_module(f"{package}.data.sources")
     draw = data._stripes.__wrapped__  # under the render's own lru_cache
     code = hashlib.sha256(Path(data.__file__).read_bytes()).hexdigest()[:16]
 

@@ -12,23 +12,17 @@ from torchvision.transforms import v2
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import DataError, UserError
-from {{ cookiecutter.package_name }}.data import pipeline
-from {{ cookiecutter.package_name }}.data.pipeline import (
+from {{ cookiecutter.package_name }}.data import loaders, sources, transforms
+from {{ cookiecutter.package_name }}.data.decoding import load_image, load_rgb
+from {{ cookiecutter.package_name }}.data.loaders import DeviceLoader, build_data, start_epoch
+from {{ cookiecutter.package_name }}.data.samplers import SeededBatches, inverse_frequency
+from {{ cookiecutter.package_name }}.data.sources import (
     DOWNLOADABLE,
-    Augmentation,
-    DeviceLoader,
-    SeededBatches,
     SyntheticImages,
-    build_data,
-    build_transform,
-    compute_mean_std,
     default_image_size,
-    inverse_frequency,
-    load_image,
-    load_rgb,
     open_datasets,
-    start_epoch,
 )
+from {{ cookiecutter.package_name }}.data.transforms import Augmentation, build_transform, compute_mean_std
 from {{ cookiecutter.package_name }}.training.train import resolve
 
 
@@ -256,7 +250,7 @@ def test_a_split_file_must_say_each_images_split(tmp_path, image_folder):
     (tmp_path / "split.csv").write_text("path,label\ntrain/cats/0.png,cats\n")
     cfg = TrainConfig(data=str(image_folder / "train"), split=str(tmp_path / "split.csv"))
     with pytest.raises(UserError, match="lacks the column.s. split"):
-        pipeline.labelled_rows(cfg, training=True)
+        sources.labelled_rows(cfg, training=True)
 
 
 def test_the_summary_names_more_than_twenty_classes_and_each_unmeasured_one(tmp_path, capsys):
@@ -265,8 +259,8 @@ def test_the_summary_names_more_than_twenty_classes_and_each_unmeasured_one(tmp_
             self.dataset = types.SimpleNamespace(targets=targets, classes=classes)
 
     classes = [f"c{i}" for i in range(20)]
-    summary = pipeline.Data(Loader(list(range(20)), classes), Loader(list(range(18)), classes), classes, None, None)
-    pipeline.describe_data(summary, tmp_path)
+    summary = loaders.Data(Loader(list(range(20)), classes), Loader(list(range(18)), classes), classes, None, None)
+    loaders.describe_data(summary, tmp_path)
     captured = capsys.readouterr()
     assert " more" not in captured.out  # exactly LISTED_CLASSES: all listed
     assert captured.err == "warning: no validation images of c18, c19: nothing measures them\n"
@@ -288,7 +282,7 @@ def test_the_training_data_is_built_as_configured(tmp_path, monkeypatch):
     assert draws[0] == draws[1]
     trivial = build_data(replace(cfg, augment="trivialaugment"), torch.device("cpu"))
     assert v2.TrivialAugmentWide in [type(step) for step in trivial.train.dataset.transform.transforms]
-    monkeypatch.setattr(pipeline, "check_class_names", lambda classes, source: seen.append(source))
+    monkeypatch.setattr(loaders, "check_class_names", lambda classes, source: seen.append(source))
     seen = []
     build_data(cfg, torch.device("cpu"))
     assert seen == ["synthetic"]
@@ -297,8 +291,8 @@ def test_the_training_data_is_built_as_configured(tmp_path, monkeypatch):
 def test_statistics_are_sampled_with_the_runs_seed(monkeypatch):
     seeds = []
     sampled = lambda dataset, seed: seeds.append(seed) or ([0.5] * 3, [1.0] * 3)  # noqa: E731
-    monkeypatch.setattr(pipeline, "compute_mean_std", sampled)
-    pipeline.resolve_normalisation(TrainConfig(data="synthetic", image_size=32, seed=7))
+    monkeypatch.setattr(transforms, "compute_mean_std", sampled)
+    transforms.resolve_normalisation(TrainConfig(data="synthetic", image_size=32, seed=7))
     assert seeds == [7]
 
 

@@ -25,16 +25,11 @@ from torchvision.transforms import v2
 import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.core.errors import DataError, UserError
+from {{ cookiecutter.package_name }}.data.decoding import load_rgb
 from {{ cookiecutter.package_name }}.data.layouts import hold_out, read_class_folders, read_csv
-from {{ cookiecutter.package_name }}.data.pipeline import (
-    Augmentation,
-    DeviceLoader,
-    build_data,
-    build_transform,
-    inverse_frequency,
-    load_rgb,
-    start_epoch,
-)
+from {{ cookiecutter.package_name }}.data.loaders import DeviceLoader, build_data, start_epoch
+from {{ cookiecutter.package_name }}.data.samplers import inverse_frequency
+from {{ cookiecutter.package_name }}.data.transforms import Augmentation, build_transform
 from {{ cookiecutter.package_name }}.serving import inference
 from {{ cookiecutter.package_name }}.serving.inference import FlipAveraged, evaluate_run
 from {{ cookiecutter.package_name }}.training.train import resolve, train
@@ -138,7 +133,7 @@ def test_a_worker_killed_while_the_loaders_stop_leaves_no_other_workers_running(
 LIBRARY_USE = """
 import torch
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data.pipeline import build_data
+from {{ cookiecutter.package_name }}.data.loaders import build_data
 from {{ cookiecutter.package_name }}.training.train import resolve
 
 config = resolve(TrainConfig(data="synthetic", num_workers=2, device="cpu", batch_size=8))
@@ -467,12 +462,13 @@ def test_under_ddp_a_real_loader_gives_the_ranks_disjoint_shards_augmented_anew_
 ):
     # global batch 2: one image a batch on each rank, so that an image's augmentation is its own
     cfg = resolve(on(photos, tiny_config, batch_size=2, num_workers=1, augment="trivialaugment"))
-    monkeypatch.setattr({{ cookiecutter.package_name }}.data.pipeline, "is_distributed", lambda: True)
-    monkeypatch.setattr({{ cookiecutter.package_name }}.data.pipeline, "world_size", lambda: 2)
+    monkeypatch.setattr({{ cookiecutter.package_name }}.data.samplers, "is_distributed", lambda: True)
+    monkeypatch.setattr({{ cookiecutter.package_name }}.data.samplers, "world_size", lambda: 2)
+    monkeypatch.setattr({{ cookiecutter.package_name }}.data.loaders, "world_size", lambda: 2)
     seen = []
     for rank in range(2):  # each rank's loader, as its process builds it (no process group: rank and world given)
         sampler = functools.partial(DistributedSampler, num_replicas=2, rank=rank)
-        monkeypatch.setattr({{ cookiecutter.package_name }}.data.pipeline, "DistributedSampler", sampler)
+        monkeypatch.setattr({{ cookiecutter.package_name }}.data.samplers, "DistributedSampler", sampler)
         seen.append(epochs_seen(cfg))
     shards = [[order for order, _ in epochs] for epochs in seen]
     for epoch in range(2):

@@ -27,7 +27,7 @@ from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core import distributed
 from {{ cookiecutter.package_name }}.core.errors import DataError, TrainingDiverged, UserError
-from {{ cookiecutter.package_name }}.data import pipeline
+from {{ cookiecutter.package_name }}.data import loaders, samplers, sources
 from {{ cookiecutter.package_name }}.models import build_model
 from {{ cookiecutter.package_name }}.training import engine
 from {{ cookiecutter.package_name }}.training import train as train_module
@@ -48,14 +48,14 @@ def test_validation_shards_cover_every_image_exactly_once(monkeypatch, world, si
 
 def test_balanced_sampling_gives_each_rank_its_own_share_of_one_global_draw(monkeypatch):
     targets = [0] * 30 + [1] * 6 + [2]
-    monkeypatch.setattr(pipeline, "rank", lambda: 0)
-    monkeypatch.setattr(pipeline, "world_size", lambda: 1)
-    whole = list(pipeline.BalancedSampler(targets, torch.Generator().manual_seed(0)))
+    monkeypatch.setattr(samplers, "rank", lambda: 0)
+    monkeypatch.setattr(samplers, "world_size", lambda: 1)
+    whole = list(samplers.BalancedSampler(targets, torch.Generator().manual_seed(0)))
     shares = []
     for rank in range(2):  # every rank's loader generator starts from the same seed and moves in step
-        monkeypatch.setattr(pipeline, "rank", lambda rank=rank: rank)
-        monkeypatch.setattr(pipeline, "world_size", lambda: 2)
-        shares.append(list(pipeline.BalancedSampler(targets, torch.Generator().manual_seed(0))))
+        monkeypatch.setattr(samplers, "rank", lambda rank=rank: rank)
+        monkeypatch.setattr(samplers, "world_size", lambda: 2)
+        shares.append(list(samplers.BalancedSampler(targets, torch.Generator().manual_seed(0))))
     assert len(shares[0]) == len(shares[1]) == 19  # 37 draws padded to 38: equal steps on both ranks
     assert [index for pair in zip(*shares, strict=True) for index in pair][:37] == whole
     assert shares[0] != shares[1]
@@ -337,16 +337,16 @@ def test_every_run_in_a_process_group_agrees_over_one_cpu_group(one_rank_group):
 
 {% endif %}
 def test_each_split_of_a_distributed_job_gets_its_sampler(one_rank_group, monkeypatch):
-    dataset, generator = pipeline.SyntheticImages(10, seed=0), torch.Generator()
-    train = pipeline._sampler("train", dataset, TrainConfig(seed=5), generator)
+    dataset, generator = sources.SyntheticImages(10, seed=0), torch.Generator()
+    train = samplers._sampler("train", dataset, TrainConfig(seed=5), generator)
     assert isinstance(train, torch.utils.data.DistributedSampler) and train.shuffle
     assert train.dataset is dataset and train.seed == 5  # every rank shuffles alike, each epoch anew
-    val = pipeline._sampler("val", dataset, TrainConfig(), generator)
+    val = samplers._sampler("val", dataset, TrainConfig(), generator)
     assert isinstance(val, distributed.ShardSampler) and list(val) == list(range(10))  # one rank: every image once
-    balanced = pipeline._sampler("train", dataset, TrainConfig(sampler="balanced"), generator)
-    assert isinstance(balanced, pipeline.BalancedSampler) and balanced.generator is generator
-    monkeypatch.setattr(pipeline, "world_size", lambda: 3)  # three ranks share one draw of the ten images
-    assert len(pipeline.BalancedSampler(dataset.targets, generator)) == 4
+    balanced = samplers._sampler("train", dataset, TrainConfig(sampler="balanced"), generator)
+    assert isinstance(balanced, samplers.BalancedSampler) and balanced.generator is generator
+    monkeypatch.setattr(samplers, "world_size", lambda: 3)  # three ranks share one draw of the ten images
+    assert len(samplers.BalancedSampler(dataset.targets, generator)) == 4
 
 
 def test_accumulation_all_reduces_once_per_group_not_per_batch(one_rank_group):
@@ -410,7 +410,7 @@ def _validation(folder: str) -> dict:
     cfg = TrainConfig(data=folder, image_size=16, batch_size=2, num_workers=0, mean=[0.5] * 3, std=[0.5] * 3)
     torch.manual_seed(0)
     model = build_model("small_cnn", 2)
-    return evaluate(model, pipeline.build_data(cfg, CPU, train=False).val, CPU, num_classes=2)
+    return evaluate(model, loaders.build_data(cfg, CPU, train=False).val, CPU, num_classes=2)
 
 
 def _rank_validates_its_share(rank: int, store: str, folder: str, out: str) -> None:

@@ -21,7 +21,8 @@ from PIL import Image
 
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import EXPORT_FORMATS, EXPORT_TOLERANCE, TrainConfig
-from {{ cookiecutter.package_name }}.data.pipeline import build_data, build_transform
+from {{ cookiecutter.package_name }}.data.loaders import build_data
+from {{ cookiecutter.package_name }}.data.transforms import build_transform
 from {{ cookiecutter.package_name }}.serving import export as export_module
 from {{ cookiecutter.package_name }}.serving.deployed import load_exported, preprocessing, sidecar_path
 from {{ cookiecutter.package_name }}.serving.export import describe, export_model

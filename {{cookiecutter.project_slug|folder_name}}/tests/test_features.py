@@ -10,7 +10,7 @@ import torch
 from torchvision.models.feature_extraction import get_graph_node_names
 
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.data.pipeline import build_data
+from {{ cookiecutter.package_name }}.data.loaders import build_data
 from {{ cookiecutter.package_name }}.serving.inference import load_run
 from {{ cookiecutter.package_name }}.training.train import train
 

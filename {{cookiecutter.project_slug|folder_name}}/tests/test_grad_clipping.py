@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }}.data.pipeline import build_data
+from {{ cookiecutter.package_name }}.data.loaders import build_data
 from {{ cookiecutter.package_name }}.models import SmallCNN
 from {{ cookiecutter.package_name }}.training.engine import train_one_epoch
 from {{ cookiecutter.package_name }}.training.train import resolve, train

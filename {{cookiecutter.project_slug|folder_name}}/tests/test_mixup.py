@@ -10,7 +10,7 @@ from torchvision.transforms import v2
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import UserError
-from {{ cookiecutter.package_name }}.data.pipeline import build_data
+from {{ cookiecutter.package_name }}.data.loaders import build_data
 from {{ cookiecutter.package_name }}.training.engine import train_one_epoch
 from {{ cookiecutter.package_name }}.training.train import resolve, train
 from {{ cookiecutter.package_name }}.tricks import mixup

@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.cli import main
 {% endif %}
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import UserError
-from {{ cookiecutter.package_name }}.data.pipeline import build_data, start_epoch
+from {{ cookiecutter.package_name }}.data.loaders import build_data, start_epoch
 from {{ cookiecutter.package_name }}.serving.inference import evaluate_run
 from {{ cookiecutter.package_name }}.training import train as train_module
 from {{ cookiecutter.package_name }}.training.train import train

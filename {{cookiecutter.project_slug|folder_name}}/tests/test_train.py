@@ -10,7 +10,7 @@ from torch import nn
 
 from {{ cookiecutter.package_name }}.config import TrainConfig, load_config_file, make_config
 from {{ cookiecutter.package_name }}.core.errors import UserError
-from {{ cookiecutter.package_name }}.data.pipeline import SyntheticImages
+from {{ cookiecutter.package_name }}.data.sources import SyntheticImages
 from {{ cookiecutter.package_name }}.models import SmallCNN, build_model
 from {{ cookiecutter.package_name }}.reports.metrics import confusion_matrix, per_class_report
 from {{ cookiecutter.package_name }}.training import engine
@@ -181,22 +181,22 @@ def test_progress_shows_as_a_bar_in_a_terminal_and_as_lines_elsewhere(capsys, mo
 
 
 def test_synthetic_splits_have_their_sizes_and_seeds():
-    from {{ cookiecutter.package_name }}.data import pipeline
+    from {{ cookiecutter.package_name }}.data import sources
 
-    train_set, val_set = (pipeline._open_fixed("synthetic", "unused", split, seed=5) for split in ("train", "val"))
-    assert (len(train_set), len(val_set)) == (pipeline.SYNTHETIC_TRAIN, pipeline.SYNTHETIC_VAL) == (2048, 512)
+    train_set, val_set = (sources._open_fixed("synthetic", "unused", split, seed=5) for split in ("train", "val"))
+    assert (len(train_set), len(val_set)) == (sources.SYNTHETIC_TRAIN, sources.SYNTHETIC_VAL) == (2048, 512)
     assert torch.equal(train_set.images, SyntheticImages(2048, seed=5).images)
     assert torch.equal(val_set.images, SyntheticImages(512, seed=6).images)  # its own stream, the seed's next
 
 
 def test_a_downloadable_dataset_goes_into_data_root(monkeypatch):
-    from {{ cookiecutter.package_name }}.data import pipeline
+    from {{ cookiecutter.package_name }}.data import sources
 
     calls = []
     opened = lambda *args, **kwargs: calls.append((args, kwargs)) or "opened"  # noqa: E731
-    monkeypatch.setitem(pipeline.DOWNLOADABLE, "mnist", opened)
-    assert pipeline._open_fixed("mnist", "/somewhere/data", "train", 0) == "opened"
-    assert pipeline._open_fixed("mnist", "/somewhere/data", "val", 0) == "opened"
+    monkeypatch.setitem(sources.DOWNLOADABLE, "mnist", opened)
+    assert sources._open_fixed("mnist", "/somewhere/data", "train", 0) == "opened"
+    assert sources._open_fixed("mnist", "/somewhere/data", "val", 0) == "opened"
     assert calls == [(("/somewhere/data",), {"train": True, "download": True})] + [
         (("/somewhere/data",), {"train": False, "download": True})
     ]
@@ -206,7 +206,8 @@ def test_loaders_follow_the_config_transforms_weights_and_memory_pinning():
     from torchvision.transforms import v2
 
     from {{ cookiecutter.package_name }}.core.runtime import seed_worker
-    from {{ cookiecutter.package_name }}.data.pipeline import build_data, inverse_frequency
+    from {{ cookiecutter.package_name }}.data.loaders import build_data
+    from {{ cookiecutter.package_name }}.data.samplers import inverse_frequency
 
     base = TrainConfig(data="synthetic", image_size=32, batch_size=4, num_workers=0, mean=[0.5] * 3, std=[0.25] * 3)
     on = build_data(replace(base, hflip=True, random_erasing=0.5, class_weights="auto"), torch.device("cpu"))
@@ -228,7 +229,7 @@ def test_loaders_follow_the_config_transforms_weights_and_memory_pinning():
 def test_photos_are_validated_on_a_centre_crop_of_the_image_resized_to_8_7_of_it():
     from torchvision.transforms import v2
 
-    from {{ cookiecutter.package_name }}.data.pipeline import build_transform
+    from {{ cookiecutter.package_name }}.data.transforms import build_transform
 
     sizes = {}
     for source in ("some/folder", "synthetic"):
@@ -239,7 +240,7 @@ def test_photos_are_validated_on_a_centre_crop_of_the_image_resized_to_8_7_of_it
 
 
 def test_the_balanced_sampler_draws_from_the_loaders_generator_only():
-    from {{ cookiecutter.package_name }}.data.pipeline import BalancedSampler
+    from {{ cookiecutter.package_name }}.data.samplers import BalancedSampler
 
     targets = [0] * 6 + [1] * 2
     draws = []
@@ -252,7 +253,7 @@ def test_the_balanced_sampler_draws_from_the_loaders_generator_only():
 def test_the_data_summary_lists_the_classes_and_counts_the_rest(tmp_path, capsys):
     from torch.utils.data import DataLoader
 
-    from {{ cookiecutter.package_name }}.data.pipeline import Data, describe_data
+    from {{ cookiecutter.package_name }}.data.loaders import Data, describe_data
 
     class Labels(torch.utils.data.Dataset):
         def __init__(self, targets, classes):
@@ -270,7 +271,7 @@ def test_the_data_summary_lists_the_classes_and_counts_the_rest(tmp_path, capsys
 
 def test_data_that_leaves_a_split_empty_is_refused_naming_it(tmp_path):
     from {{ cookiecutter.package_name }}.core.errors import DataError
-    from {{ cookiecutter.package_name }}.data.pipeline import open_datasets
+    from {{ cookiecutter.package_name }}.data.sources import open_datasets
 
     for name in ("a.png", "b.png"):
         (tmp_path / name).write_bytes(b"")
@@ -282,7 +283,7 @@ def test_data_that_leaves_a_split_empty_is_refused_naming_it(tmp_path):
 
 
 def test_normalisation_is_the_given_one_that_of_pretrained_weights_or_the_datas_own(tmp_path):
-    from {{ cookiecutter.package_name }}.data.pipeline import compute_mean_std
+    from {{ cookiecutter.package_name }}.data.transforms import compute_mean_std
     from {{ cookiecutter.package_name }}.models import IMAGENET_MEAN, IMAGENET_STD
     from {{ cookiecutter.package_name }}.training.train import resolve
 

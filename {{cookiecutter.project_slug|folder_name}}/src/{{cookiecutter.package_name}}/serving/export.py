@@ -21,7 +21,9 @@ import torch
 from ..config import EXPORT_FORMATS, EXPORT_TOLERANCE
 from ..core.errors import DataError, ModelError, OutputError, UserError, first_line, one_line
 from ..core.files import cannot_write, hold, replacing, unlock
-from ..data.pipeline import GRAYSCALE, build_data, eval_resize
+from ..data.loaders import build_data
+from ..data.sources import GRAYSCALE
+from ..data.transforms import eval_resize
 from .deployed import EXPORT_EXTRA, load_exported, sidecar_path
 from .inference import load_run
 

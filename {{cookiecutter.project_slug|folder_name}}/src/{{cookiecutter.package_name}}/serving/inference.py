@@ -19,7 +19,8 @@ from torchvision.models.feature_extraction import create_feature_extractor, get_
 from ..config import {{ 'SCRIPT, ' if cookiecutter.use_checkpointing }}TrainConfig, load_config_file
 from ..core.errors import DataError, ModelError, UserError
 from ..core.files import own_folder, replacing
-from ..data.pipeline import build_data, build_transform
+from ..data.loaders import build_data
+from ..data.transforms import build_transform
 from ..models import build_model, load_weights
 from ..reports.metrics import write_reports
 from ..reports.plots import plot_run

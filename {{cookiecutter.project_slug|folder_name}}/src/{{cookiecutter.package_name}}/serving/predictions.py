@@ -9,8 +9,8 @@ import torch
 
 from ..core.errors import DataError, ModelError, UserError
 from ..core.files import replacing
+from ..data.decoding import load_rgb
 from ..data.layouts import is_image
-from ..data.pipeline import load_rgb
 
 NAMED_SKIPS = 3  # of the files predict leaves out of a folder
 

@@ -11,7 +11,7 @@ from ..config import CHECKPOINT_EVERY
 from ..core.distributed import Agreement, is_distributed
 {% endif %}
 from ..core.errors import ModelError
-from ..data.pipeline import start_epoch
+from ..data.loaders import start_epoch
 from ..reports.metrics import stopped_early
 from .checkpoint_file import save_checkpoints
 from .continuation import FITTING

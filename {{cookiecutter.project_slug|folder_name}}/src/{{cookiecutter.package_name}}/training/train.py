@@ -25,17 +25,9 @@ from ..core.errors import OutputError, TrainingDiverged, UserError
 from ..core.files import save, write_text
 from ..core.run_folder import RunFolder, releasing_run_folders
 from ..core.runtime import resolve_device, seed_everything
-from ..data.pipeline import (
-    NAMED_DATA,
-    NO_FLIP,
-    Data,
-    build_data,
-    default_image_size,
-    describe_data,
-    resolve_normalisation,
-    start_epoch,
-    stopping_data_workers,
-)
+from ..data.loaders import Data, build_data, describe_data, start_epoch, stopping_data_workers
+from ..data.sources import NAMED_DATA, NO_FLIP, default_image_size
+from ..data.transforms import resolve_normalisation
 from ..models import build_model, check_fits, checkpoint_activations, init_from, pretrained_preprocessing, weights_file
 from ..reports.metrics import stopped_early, write_csv, write_reports
 from ..reports.plots import plot_run
