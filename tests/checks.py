@@ -129,7 +129,8 @@ def assert_imports_resolve(project: Path, facts: dict[Path, tuple]) -> None:
                     else:
                         assert name in modules[base], f"{path}: {package}.{base} lacks {name}".replace(". ", " ")
     packages = {_dotted(source, path) for path in facts if source in path.parents and path.name == "__init__.py"}
-    orphans = set(modules) - imported - packages - {"__main__"}
+    discovered = {name for name in modules if name.startswith("tricks.")}  # tricks/__init__.py imports each it finds
+    orphans = set(modules) - imported - discovered - packages - {"__main__"}
     assert not orphans, f"modules nothing imports (left over?): {sorted(orphans)}"
 
 
@@ -150,9 +151,12 @@ def code_run_by(project: Path, test: Path) -> str:
                 for dotted in (base, *(f"{base}.{name}".lstrip(".") for name in taken)):
                     stem = source / dotted.replace(".", "/") if dotted else source / "__init__"
                     for found in (stem.with_suffix(".py"), stem / "__init__.py"):
-                        if found.is_file() and found not in seen:
-                            seen.add(found)
-                            todo.append(found)
+                        # tricks/__init__.py imports every module it finds beside it
+                        tricks = sorted(found.parent.glob("[!_]*.py")) if found == source / "tricks/__init__.py" else []
+                        for module in [found, *tricks]:
+                            if module.is_file() and module not in seen:
+                                seen.add(module)
+                                todo.append(module)
     digest = hashlib.sha256()
     for path in [test, project / "tests" / "conftest.py", project / "pyproject.toml", *sorted(seen)]:
         digest.update(str(path.relative_to(project)).encode() + b"\0" + path.read_bytes())

@@ -144,7 +144,7 @@ def _best(rows: list[dict]) -> dict:
 
 def _weights_line(out: Path, rows: list[dict], tricks_files) -> str:
     """Which file holds which figure: model.pt is the last epoch's weights, which need not be the best epoch's; a
-    trick's file, with the figures of its last evaluation where metrics.csv has them (ema.pt: ema_val_acc)."""
+    trick's file, with the figures of its last evaluation where metrics.csv has them (<file name>_val_acc)."""
     best, last = _best(rows), rows[-1]
     said = f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}"
     for name in tricks_files:

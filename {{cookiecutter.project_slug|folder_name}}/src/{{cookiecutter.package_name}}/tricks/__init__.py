@@ -4,7 +4,7 @@ A trick's module holds:
 - a docstring: `Name: what it is.`, then what it does for the user (the README's section on it was written from it);
 - `Options`, a dataclass whose fields join the configuration (each a `train` flag and a config.yaml key), with, where
   it has them, `check()`, which refuses bad values, `resolve()`, which fills in its automatic values, and `off`, the
-  values that switch the trick off (a run saved before the project had the trick resumes with it off);
+  values that switch the trick off (a run saved before the project had the trick goes on with it off);
 - `FILES`, where it writes files into the run folder: name -> what it holds (the README lists them; --overwrite
   removes them);
 - `build(cfg, num_classes)`, which returns a `Trick`, or None where the flags switch it off.
@@ -43,7 +43,7 @@ class Trick:
         return {}
 
     def state(self) -> dict:
-        """Objects with a `state_dict` that a checkpoint keeps under these names: a resumed run goes on exactly."""
+        """Objects with a `state_dict` that a checkpoint keeps under these names: a run continued goes on exactly."""
         return {}
 
     def final_weights(self, model, training_pass, validate) -> dict:

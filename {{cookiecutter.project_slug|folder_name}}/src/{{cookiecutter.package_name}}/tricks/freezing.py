@@ -43,7 +43,7 @@ class Freezing(Trick):
 
 def freeze(model, patterns: list[str]) -> None:
     """Freeze every parameter whose name starts with (or glob-matches) one of `patterns`."""
-    from torch.nn.modules.batchnorm import _BatchNorm  # every BatchNorm, SyncBatchNorm included
+    from torch.nn.modules.batchnorm import _BatchNorm  # every kind of BatchNorm layer
 
     from ..models import check_patterns, matches_any  # torch is imported when a run starts, not for --help
 

@@ -4,13 +4,13 @@
 From epoch `--swa-start` on, the weights after each epoch join an equal average (`AveragedModel`); after it, the
 learning rate anneals to `--swa-lr` over `--swa-anneal-epochs` epochs and stays there, as `SWALR` anneals it (cosine).
 When the run ends, the average's BatchNorm statistics are recomputed with `update_bn` on the training data (averaged
-weights need statistics of their own; frozen layers keep theirs), the average is evaluated and saved as `swa.pt`, and a
-line gives its validation figures. Averaging the weights along the end of training finds wider minima, which often
-generalise better (Izmailov et al., 2018). By default `--swa-start` is the first epoch of the last quarter of
-`--epochs`, and at least the last two epochs are averaged; it is saved in `config.yaml` like every automatic value.
+weights need statistics of their own; a layer kept in eval mode keeps its own), the average is evaluated and saved as
+`swa.pt`, and a line gives its validation figures. Averaging the weights along the end of training finds wider minima,
+which often generalise better (Izmailov et al., 2018). By default `--swa-start` is the first epoch of the last quarter
+of `--epochs`, and at least the last two epochs are averaged; it is saved in `config.yaml` like every automatic value.
 `--swa-start 0` turns SWA off; a run that ends before `--swa-start` (an early stop) writes no `swa.pt`, and a line says
-so. The learning rate of every epoch, SWA's included, comes from the one schedule, so a resumed run goes on with the
-same rates and the same average.
+so. The learning rate of every epoch, SWA's included, comes from the one schedule{% if cookiecutter.use_checkpointing %},
+so a resumed run goes on with the same rates and the same average{% endif %}.
 """
 
 import math
@@ -48,7 +48,7 @@ class Options:
 def build(cfg, num_classes: int) -> "WeightAverage | None":
     """None with --swa-start 0."""
     start = cfg.swa_start if cfg.swa_start is not None else Options.resolve(cfg)["swa_start"]
-    # a share of --lr, so that each layer-wise group keeps its multiplier (a resolved config has --lr set)
+    # a share of --lr, so that each parameter group keeps its multiplier (a resolved config has --lr set)
     share = cfg.swa_lr / cfg.lr if cfg.swa_lr is not None and cfg.lr else 0.1
     return WeightAverage(start, share, cfg.swa_anneal_epochs) if start else None
 
@@ -107,12 +107,12 @@ class WeightAverage(Trick):
             print(f"SWA: the run trained no epoch from --swa-start {self.start_epoch} on{ended}; no swa.pt")
             return {}
         self.average.train()
-        # update_bn starts every BatchNorm layer's statistics afresh; a frozen one (in eval mode for good) keeps its own
-        frozen = [layer for layer in self.average.modules() if isinstance(layer, _BatchNorm) and not layer.training]
-        for layer in frozen:
+        # update_bn starts every BatchNorm layer's statistics afresh; one kept in eval mode for good keeps its own
+        in_eval = [layer for layer in self.average.modules() if isinstance(layer, _BatchNorm) and not layer.training]
+        for layer in in_eval:
             layer.reset_running_stats = _keep
         update_bn(training_pass(), self.average, device=next(self.average.parameters()).device)
-        for layer in frozen:
+        for layer in in_eval:
             del layer.reset_running_stats
         figures = validate(self.average.module)
         last = self.start_epoch + self.average.n_averaged.item() - 1
