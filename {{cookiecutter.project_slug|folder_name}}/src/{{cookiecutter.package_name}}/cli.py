@@ -143,10 +143,17 @@ def run(args: argparse.Namespace) -> None:
 {% else %}
         select_gpus(cfg.gpus, cfg.deterministic)
 {% endif %}
+{% if cookiecutter.use_distributed %}
+        try:
+            with explaining_nondeterministic_kernels():
+                tune(cfg, args.space, args.trials, args.timeout, args.startup_trials)
+        except SystemExit:  # stopped by a signal: as train's
+            teardown(wait=False)
+            raise
+        teardown()
+{% else %}
         with explaining_nondeterministic_kernels():
             tune(cfg, args.space, args.trials, args.timeout, args.startup_trials)
-{% if cookiecutter.use_distributed %}
-        teardown()
 {% endif %}
         return
 
@@ -159,10 +166,17 @@ def run(args: argparse.Namespace) -> None:
 {% else %}
         select_gpus(cfg.gpus, cfg.deterministic)
 {% endif %}
+{% if cookiecutter.use_distributed %}
+        try:
+            with explaining_nondeterministic_kernels():
+                train(cfg)
+        except SystemExit:  # stopped by a signal, every rank's state saved: the groups go before the interpreter exits
+            teardown(wait=False)
+            raise
+        teardown()
+{% else %}
         with explaining_nondeterministic_kernels():
             train(cfg)
-{% if cookiecutter.use_distributed %}
-        teardown()
 {% endif %}
         return
 

@@ -251,11 +251,13 @@ def setup(requested_device: str, gpus: str, timeout_seconds: int) -> torch.devic
     return device
 
 
-def teardown() -> None:
-    """Every rank leaves together, once rank 0 has written its files: a rank's exit can never cut them short. The
-    groups are freed here, not at the interpreter's exit, where gloo's threads have aborted a finished worker."""
+def teardown(wait: bool = True) -> None:
+    """Every rank leaves together, once rank 0 has written its files: a rank's exit can never cut them short
+    (`wait=False`: a stop, after which each rank has saved what it had). The groups are freed here, not at the
+    interpreter's exit, where gloo's threads have aborted a finished worker."""
     if dist.is_initialized():
-        dist.barrier()
+        if wait:
+            dist.barrier()
         dist.destroy_process_group()
 {% if cookiecutter.use_checkpointing %}
         _cpu_group.cache_clear()
