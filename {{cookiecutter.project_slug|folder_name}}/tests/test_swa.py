@@ -79,7 +79,7 @@ class Stopped(Exception):
     pass
 
 
-def test_a_resumed_run_saves_the_same_average(tiny_config, tmp_path, fingerprint):
+def test_a_resumed_run_saves_the_same_average(tiny_config, tmp_path, fingerprint, capsys):
     cfg = replace(tiny_config, epochs=4, swa_start=2)
     train(replace(cfg, output_dir=str(tmp_path / "whole")))
 
@@ -90,7 +90,10 @@ def test_a_resumed_run_saves_the_same_average(tiny_config, tmp_path, fingerprint
     with pytest.raises(Stopped):
         train(replace(cfg, output_dir=str(tmp_path / "cut")), after_epoch=stop_after_epoch_3)
     assert not (tmp_path / "cut" / "swa.pt").exists()
+    capsys.readouterr()
     train(replace(cfg, output_dir=str(tmp_path / "cut"), resume="auto"))
+    trained = [line.split()[1] for line in capsys.readouterr().out.splitlines() if line.startswith("epoch ")]
+    assert trained == ["4"]  # resumed after epoch 3, not trained again from the start
     assert fingerprint(tmp_path / "cut" / "swa.pt") == fingerprint(tmp_path / "whole" / "swa.pt")
 
 
