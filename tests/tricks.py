@@ -280,7 +280,7 @@ ENTRIES = [
     Trick(
         prompt="use_layerwise_lr",
         short="lrmult",
-        files=("tests/test_layerwise_lr.py",),
+        files=("{package}/tricks/layerwise_lr.py", "tests/test_layerwise_lr.py"),
         traces=("lr_mult", "lr-mult", "layer-wise"),
         config_keys=("lr_mult",),
         flags=("--lr-mult", "{head}=10"),
@@ -306,7 +306,7 @@ ENTRIES = [
     Trick(
         prompt="use_label_smoothing",
         short="smooth",
-        files=("tests/test_label_smoothing.py",),
+        files=("{package}/tricks/label_smoothing.py", "tests/test_label_smoothing.py"),
         traces=("label_smoothing", "label-smoothing", "label smoothing"),
         config_keys=("label_smoothing",),
         flags=("--label-smoothing", str(SMOOTHING)),
@@ -317,16 +317,16 @@ ENTRIES = [
     Trick(
         prompt="use_grad_clipping",
         short="clip",
-        files=("tests/test_grad_clipping.py",),
+        files=("{package}/tricks/grad_clipping.py", "tests/test_grad_clipping.py"),
         traces=("clip_grad", "clip-grad", "grad_norm"),
         config_keys=("clip_grad_norm", "clip_grad_norm_type"),
         flags=("--clip-grad-norm", str(CLIP)),
         breakages=(
             "clipping measures but does not clip",
             "clipping before unscaling under AMP",
-            "grad_norm averaged over batches, not optimizer steps",
+            "grad_norm summed over the optimizer steps, not averaged",
             "a step fp16's scaler skipped still moves the EMA and counts in grad_norm",
-            "accumulation clips each batch's share, not the group's mean gradient",
+            "accumulation clips each batch's partial gradient, not the group's mean",
             "a negative clipping norm type accepted",
         ),
         at_work=_grad_clipping,

@@ -21,12 +21,6 @@ NEUTRAL = {
 {% if cookiecutter.use_amp %}
     "precision": "fp32",
 {% endif %}
-{% if cookiecutter.use_label_smoothing %}
-    "label_smoothing": 0.0,
-{% endif %}
-{% if cookiecutter.use_grad_clipping %}
-    "clip_grad_norm": 0.0,
-{% endif %}
 }
 {% if cookiecutter.use_amp %}
 # train_one_epoch's keyword arguments for plain steps: the loss scaler is off

@@ -74,8 +74,8 @@ def test_the_saved_average_is_the_decay_folded_over_the_weights_of_every_step(ti
     steps = []  # the model's weights and BatchNorm statistics after each optimizer step, as training made them
     build = train_module.build_optimizer
 
-    def recording(model, cfg):
-        optimizer = build(model, cfg)
+    def recording(model, cfg, tricks):
+        optimizer = build(model, cfg, tricks)
         snapshot = lambda *args: steps.append({k: v.clone() for k, v in model.state_dict().items()})  # noqa: E731
         optimizer.register_step_post_hook(snapshot)
         return optimizer

@@ -9,6 +9,7 @@ from {{ cookiecutter.package_name }}.data.loaders import build_data
 from {{ cookiecutter.package_name }}.models import SmallCNN
 from {{ cookiecutter.package_name }}.training.engine import train_one_epoch
 from {{ cookiecutter.package_name }}.training.train import resolve, train
+from {{ cookiecutter.package_name }}.tricks import grad_clipping
 
 CPU = torch.device("cpu")
 PRECISIONS = [
@@ -40,13 +41,14 @@ def clipped_epoch(tiny_config, precision: str, scaled: bool, **changes) -> tuple
     norms = []
     norm_type = cfg.clip_grad_norm_type
     optimizer.register_step_pre_hook(lambda opt, args, kwargs: norms.append(total_norm(model.parameters(), norm_type)))
+    clipping = grad_clipping.build(cfg, 10)
 {% if cookiecutter.use_amp %}
-    step = {"scaler": torch.amp.GradScaler("cpu", init_scale=2.0**12, enabled=scaled)}
+    step = {"scaler": torch.amp.GradScaler("cpu", init_scale=2.0**12, enabled=scaled), "tricks": [clipping]}
 {% else %}
-    step = {}
+    step = {"tricks": [clipping]}
 {% endif %}
     stats = train_one_epoch(model, build_data(cfg, CPU).train, nn.CrossEntropyLoss(), optimizer, CPU, cfg, **step)
-    return norms, stats
+    return norms, stats | clipping.after_epoch(1, model, validate=None)
 
 
 @pytest.mark.parametrize(("precision", "scaled"), PRECISIONS)

@@ -7,12 +7,14 @@ from conftest import NEUTRAL
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.models import SmallCNN
-from {{ cookiecutter.package_name }}.training.optim import (
-    build_optimizer,
-    build_scheduler,
-    parameter_groups,
-)
+from {{ cookiecutter.package_name }}.training import optim
 from {{ cookiecutter.package_name }}.training.train import train
+from {{ cookiecutter.package_name }}.tricks.layerwise_lr import LayerwiseLR, build, parse_lr_mults
+
+
+def parameter_groups(model, weight_decay: float, lr: float, lr_mults: dict) -> list[dict]:
+    """The optimizer's groups as a run with `--lr LR --lr-mult ...` makes them."""
+    return LayerwiseLR(lr_mults, lr).param_groups(model, optim.parameter_groups(model, weight_decay))
 
 
 def test_every_trainable_parameter_is_in_exactly_one_group_with_the_right_decay():
@@ -33,8 +35,8 @@ def test_schedules_keep_the_ratios_at_every_epoch(tiny_config, scheduler):
     cfg = replace(tiny_config, lr=0.1, lr_mult=["fc=10"], scheduler=scheduler, epochs=6, warmup_epochs=2, step_size=2)
     model = SmallCNN(10)
     head = {id(p) for p in model.fc.parameters()}
-    optimizer = build_optimizer(model, cfg)
-    schedule = build_scheduler(optimizer, cfg)
+    optimizer = optim.build_optimizer(model, cfg, [build(cfg, 10)])
+    schedule = optim.build_scheduler(optimizer, cfg)
     # By hand: warm-up 1/3, 2/3, then (1 + cos(pi * k / 4)) / 2 for k = 0..3; or 0.1 every 2 epochs.
     factors = {"cosine": [1 / 3, 2 / 3, 1.0, 0.85355339, 0.5, 0.14644661], "step": [1, 1, 0.1, 0.1, 0.01, 0.01]}
     for factor in factors[scheduler]:
@@ -46,7 +48,8 @@ def test_schedules_keep_the_ratios_at_every_epoch(tiny_config, scheduler):
 
 
 def test_each_group_lr_is_logged_per_epoch(tiny_config):
-    cfg = replace(tiny_config, model="small_cnn", lr=0.1, lr_mult=["fc=10"], epochs=3, **NEUTRAL)  # the schedule's own
+    # the schedule's own rates: every other trick off
+    cfg = replace(tiny_config, model="small_cnn", lr=0.1, epochs=3, **NEUTRAL | {"lr_mult": ["fc=10"]})
     rows = train(cfg)["metrics"]
     for row, factor in zip(rows, [1.0, 0.75, 0.25], strict=True):  # (1 + cos(pi * epoch / 3)) / 2
         assert row["lr"] == pytest.approx(0.1 * factor)
@@ -62,8 +65,6 @@ def test_bad_multipliers_are_refused():
 
 
 def test_multipliers_parse_to_a_dict_and_the_boundaries_hold():
-    from {{ cookiecutter.package_name }}.config import parse_lr_mults
-
     assert parse_lr_mults(None) == {} and parse_lr_mults([]) == {}
     assert parse_lr_mults(["fc=10", "features.4=0.5", "layer*=1"]) == {"fc": 10.0, "features.4": 0.5, "layer*": 1.0}
     assert TrainConfig(lr_mult=["fc=1e-3"]).lr_mult == ["fc=1e-3"]
@@ -91,16 +92,15 @@ def test_a_config_file_may_give_one_multiplier_as_a_bare_string(tmp_path):
 def test_the_logged_base_lr_is_the_unmultiplied_one_whichever_group_comes_first():
     import torch
 
-    from {{ cookiecutter.package_name }}.training.optim import learning_rates
-
     model = SmallCNN(10)
     first = next(name for name, _ in model.named_parameters())
-    groups = parameter_groups(model, 0.0, 0.2, {first: 4.0, "fc": 10.0})
+    trick = LayerwiseLR({first: 4.0, "fc": 10.0}, 0.2)
+    groups = trick.param_groups(model, optim.parameter_groups(model, 0.0))
     assert groups[0]["lr_pattern"] == first and groups[0]["lr"] == pytest.approx(0.8)
-    rates = learning_rates(torch.optim.SGD(groups, lr=0.2))
+    trick.start(model, torch.optim.SGD(groups, lr=0.2), None)
+    rates = trick.after_epoch(1, model, validate=None)
     assert rates == pytest.approx({"lr": 0.2, f"lr[{first}]": 0.8, "lr[fc]": 2.0})
-    single = parameter_groups(model, 0.0, 0.3, {})  # no decay, no multiplier: one group
-    assert len(single) == 1 and learning_rates(torch.optim.SGD(single, lr=0.3)) == pytest.approx({"lr": 0.3})
+    assert build(TrainConfig(lr=0.3), 10) is None  # no multiplier: the plain groups, and the plain "lr"
 
 
 def test_a_pattern_matching_no_parameter_is_refused_naming_the_flag_and_the_modules():
@@ -112,8 +112,6 @@ def test_a_pattern_matching_no_parameter_is_refused_naming_the_flag_and_the_modu
 
 
 def test_a_pattern_given_twice_is_refused_not_overwritten():
-    from {{ cookiecutter.package_name }}.config import parse_lr_mults
-
     with pytest.raises(UserError) as raised:
         parse_lr_mults(["fc=10", "layer4=2", "fc=5"])
     assert str(raised.value) == "--lr-mult gives 'fc' two rates; give it one"

@@ -121,18 +121,6 @@ class BaseConfig:
     nproc: int | None = option(None, "processes to start on this machine (default: one per --gpus id on GPUs)")
     dist_timeout: int = option(600, "seconds a process waits for the others before the job stops")
 {% endif %}
-{% if cookiecutter.use_layerwise_lr %}
-    lr_mult: list[str] | None = option(
-        None, "learning-rate multiplier of matching parameters, e.g. fc=10", metavar="PATTERN=MULT"
-    )
-{% endif %}
-{% if cookiecutter.use_label_smoothing %}
-    label_smoothing: float = option(0.1, "label smoothing of the training loss (0 turns it off)")
-{% endif %}
-{% if cookiecutter.use_grad_clipping %}
-    clip_grad_norm: float = option(1.0, "clip the gradient norm to this value (0 turns it off)")
-    clip_grad_norm_type: float = option(2.0, "the p of the clipped p-norm (inf for the max norm)")
-{% endif %}
 {% if cookiecutter.tracker == "tensorboard" %}
     tensorboard: bool = option(True, "write TensorBoard logs into <output dir>/tensorboard")
 {% elif cookiecutter.tracker == "mlflow" %}
@@ -171,9 +159,6 @@ class BaseConfig:
             raise UserError(f"--dist-timeout must be at most {MAX_DIST_TIMEOUT} s (a year), got {self.dist_timeout}")
 {% endif %}
         non_negative = ["lr", "weight_decay", "l1", "momentum", "warmup_epochs", "num_workers", "gamma"]
-{% if cookiecutter.use_grad_clipping %}
-        non_negative += ["clip_grad_norm"]
-{% endif %}
         for name in non_negative:
             value = getattr(self, name)
             if value is not None and not 0 <= value < math.inf:
@@ -183,13 +168,6 @@ class BaseConfig:
                 f"--warmup-epochs {self.warmup_epochs} is beyond --epochs {self.epochs}: the learning rate would never "
                 "reach --lr; lower it, or train for longer"
             )
-{% if cookiecutter.use_grad_clipping %}
-        if not self.clip_grad_norm_type > 0:  # the p of a p-norm; inf passes
-            raise UserError(
-                f"--clip-grad-norm-type must be positive (2 for the L2 norm, inf for the largest value), "
-                f"got {self.clip_grad_norm_type}"
-            )
-{% endif %}
         if (self.mean is None) != (self.std is None):
             raise UserError("--mean and --std go together (normalisation needs both): give both or neither")
         if self.mean is not None and not all(math.isfinite(value) for value in self.mean):
@@ -202,13 +180,6 @@ class BaseConfig:
             raise UserError(f"--val-split must be between 0 and 1 (a share of each class), got {self.val_split}")
         if not 0 <= self.random_erasing <= 1:
             raise UserError(f"--random-erasing must be a probability between 0 and 1, got {self.random_erasing}")
-{% if cookiecutter.use_label_smoothing %}
-        if not 0 <= self.label_smoothing < 1:
-            raise UserError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
-{% endif %}
-{% if cookiecutter.use_layerwise_lr %}
-        parse_lr_mults(self.lr_mult)  # refuse malformed PATTERN=MULT items before anything starts
-{% endif %}
 {% if cookiecutter.use_checkpointing %}
         if self.init_from and self.resume:
             raise UserError("--init-from starts a new run from other weights, --resume continues this one: pass one")
@@ -225,24 +196,6 @@ class TrainConfig(*reversed(tricks.OPTIONS), BaseConfig):
     """The configuration: BaseConfig's fields, then those of each trick's `Options` (tricks/)."""
 
 
-{% if cookiecutter.use_layerwise_lr %}
-def parse_lr_mults(items: list[str] | None) -> dict[str, float]:
-    """["fc=10", "layer4=2"] -> {"fc": 10.0, "layer4": 2.0}."""
-    mults = {}
-    for item in items or []:
-        pattern, _, value = item.partition("=")
-        if pattern in mults:
-            raise UserError(f"--lr-mult gives {pattern!r} two rates; give it one")
-        try:
-            mults[pattern] = float(value)
-        except ValueError:
-            mults[pattern] = -1.0
-        if not pattern or not 0 < mults[pattern] < math.inf:
-            raise UserError(f"--lr-mult {item!r} must be PATTERN=MULT with a positive number, e.g. fc=10")
-    return mults
-
-
-{% endif %}
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 # Flags about one command, not about the run: a saved config.yaml never replays them.
 PER_INVOCATION = {"overwrite", "init_from"{{ ', "resume"' if cookiecutter.use_checkpointing else '' }}}  # how one run starts

@@ -18,7 +18,7 @@ from ..reports.metrics import confusion_matrix
 from .amp import autocast, scaled_step
 {% endif %}
 
-ADVICE = "lower --lr{{ ' or --clip-grad-norm' if cookiecutter.use_grad_clipping else '' }} and start again"
+ADVICE = "lower --lr and start again"
 
 
 PROGRESS_SECONDS = 30  # without a terminal, a progress line this often
@@ -73,15 +73,11 @@ class Progress:
     loss_sum: torch.Tensor
     correct: torch.Tensor
     first_bad_step: torch.Tensor  # NaN/Inf guard without a host sync per step
-{% if cookiecutter.use_grad_clipping %}
-    updates: int
-    grad_norm_sum: torch.Tensor
-{% endif %}
 
     @classmethod
     def start(cls, device: torch.device) -> "Progress":
         zero = torch.zeros((), device=device)
-        return cls(0, 0, zero, zero.long(), torch.full((), -1, device=device){{ ', 0, zero.clone()' if cookiecutter.use_grad_clipping else '' }})
+        return cls(0, 0, zero, zero.long(), torch.full((), -1, device=device))
 
 
 def train_one_epoch(
@@ -146,10 +142,8 @@ def train_one_epoch(
 {% if cookiecutter.use_amp %}
             scaler.unscale_(optimizer)  # the true gradients from here on (the step would unscale them anyway)
 {% endif %}
-{% if cookiecutter.use_grad_clipping %}
-            if cfg.clip_grad_norm:
-                norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm, cfg.clip_grad_norm_type)
-{% endif %}
+            for trick in tricks:
+                trick.before_step(model)
 {% if cookiecutter.use_amp %}
             taken = scaled_step(scaler, optimizer)  # False when fp16's scaler skipped the step: inf/NaN gradients
 {% else %}
@@ -158,11 +152,6 @@ def train_one_epoch(
 {% endif %}
             for trick in tricks if taken else ():
                 trick.after_step(model)
-{% if cookiecutter.use_grad_clipping %}
-            if taken and cfg.clip_grad_norm:
-                progress.grad_norm_sum += norm
-                progress.updates += 1
-{% endif %}
         unseen_bad = (progress.first_bad_step < 0) & ~loss.detach().isfinite()
         progress.first_bad_step = torch.where(unseen_bad, progress.step + 1, progress.first_bad_step)
         progress.loss_sum += loss.detach() * len(labels)
@@ -189,11 +178,6 @@ def train_one_epoch(
         raise TrainingDiverged(f"the training loss became NaN or infinite {where}; {ADVICE}")
     seen = progress.seen
     stats = {"train_loss": progress.loss_sum.item() / seen, "train_acc": progress.correct.item() / seen}
-{% endif %}
-{% if cookiecutter.use_grad_clipping %}
-    if cfg.clip_grad_norm:
-        # mean norm before clipping, the same on all ranks
-        stats["grad_norm"] = progress.grad_norm_sum.item() / max(progress.updates, 1)
 {% endif %}
     return stats
 

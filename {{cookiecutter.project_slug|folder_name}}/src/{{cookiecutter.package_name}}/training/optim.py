@@ -5,59 +5,9 @@ import math
 import torch
 from torch import nn
 
-{% if cookiecutter.use_layerwise_lr %}
-from ..config import parse_lr_mults
-from ..core.errors import ModelError
-from ..models import check_patterns, name_matches
-
-{% endif %}
 DEFAULT_LR = {"sgd": 0.05, "adamw": 1e-3}
 
 
-{% if cookiecutter.use_layerwise_lr %}
-def parameter_groups(model: nn.Module, weight_decay: float, lr: float, lr_mults: dict[str, float]) -> list[dict]:
-    """One group per (LR multiplier, weight decay) pair, trainable parameters only.
-
-    A parameter takes the multiplier of the first pattern that matches its name, else 1. Biases and norm
-    weights (ndim <= 1) get no weight decay.
-    """
-    check_patterns(model, lr_mults, "--lr-mult")
-    groups: dict[tuple, list] = {}
-    for name, parameter in model.named_parameters():
-        if parameter.requires_grad:
-            pattern = next((pattern for pattern in lr_mults if name_matches(name, pattern)), None)
-            decay = weight_decay if parameter.ndim > 1 else 0.0
-            groups.setdefault((pattern, decay), []).append(parameter)
-    unused = [pattern for pattern in lr_mults if pattern not in {pattern for pattern, _ in groups}]
-    if unused:
-{% if cookiecutter.use_freezing %}
-        why = "is frozen or taken by an earlier pattern"
-{% else %}
-        why = "is taken by an earlier pattern"
-{% endif %}
-        raise ModelError(f"--lr-mult {unused[0]!r} sets no rate: each parameter it matches {why}; drop it")
-    param_groups = []
-    for (pattern, decay), params in groups.items():
-        mult = lr_mults.get(pattern, 1.0)
-        param_groups.append(
-            {"params": params, "weight_decay": decay, "lr": lr * mult, "lr_mult": mult, "lr_pattern": pattern}
-        )
-    return param_groups
-
-
-def learning_rates(optimizer: torch.optim.Optimizer) -> dict[str, float]:
-    """The base LR now, and that of each --lr-mult pattern."""
-    first = optimizer.param_groups[0]
-    rates = {"lr": first["lr"] / first["lr_mult"]}
-    for group in optimizer.param_groups:
-        if group["lr_pattern"] is not None:
-            rates[f"lr[{group['lr_pattern']}]"] = group["lr"]
-    return rates
-
-
-def build_optimizer(model: nn.Module, cfg) -> torch.optim.Optimizer:
-    groups = parameter_groups(model, cfg.weight_decay, cfg.lr, parse_lr_mults(cfg.lr_mult))
-{% else %}
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Trainable parameters only; biases and norm weights (ndim <= 1) get no weight decay."""
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -71,9 +21,10 @@ def learning_rates(optimizer: torch.optim.Optimizer) -> dict[str, float]:
     return {"lr": optimizer.param_groups[0]["lr"]}
 
 
-def build_optimizer(model: nn.Module, cfg) -> torch.optim.Optimizer:
+def build_optimizer(model: nn.Module, cfg, tricks=()) -> torch.optim.Optimizer:
     groups = parameter_groups(model, cfg.weight_decay)
-{% endif %}
+    for trick in tricks:
+        groups = trick.param_groups(model, groups)
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0)
     return torch.optim.AdamW(groups, lr=cfg.lr)

@@ -224,7 +224,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     sample = data.val.normalise(data.val.dataset[0][0][None])  # one real image
     check_fits(model, sample, len(data.classes), cfg)
     print(summary(model, input_data=sample, depth=2, mode="eval", verbose=0))
-    optimizer = build_optimizer(model, cfg)
+    optimizer = build_optimizer(model, cfg, tricks)
 {% if cookiecutter.use_distributed %}
     trained = wrap(model, device)  # DDP, after SyncBN and freezing; `model` stays unwrapped for saving
     trained = torch.compile(trained) if cfg.compile else trained
@@ -234,11 +234,9 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     scheduler = build_scheduler(optimizer, cfg)
     for trick in tricks:
         scheduler = trick.start(model, optimizer, scheduler)  # the plain model: identical on every process
-{% if cookiecutter.use_label_smoothing %}
-    criterion = nn.CrossEntropyLoss(weight=data.class_weights, label_smoothing=cfg.label_smoothing)
-{% else %}
     criterion = nn.CrossEntropyLoss(weight=data.class_weights)
-{% endif %}
+    for trick in tricks:
+        criterion = trick.criterion(criterion)
     criterion = L1Penalty(criterion, model, cfg.l1) if cfg.l1 else criterion  # nothing at all when 0
 {% if cookiecutter.use_amp %}
     scaler = make_scaler(cfg.precision, device)
@@ -302,7 +300,6 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% endif %}
         start = time.perf_counter()
         row = {"epoch": epoch}
-        rates = learning_rates(optimizer)
 {% if cookiecutter.use_checkpointing %}
         progress = checkpoints.start_epoch(epoch)  # a resumed epoch: where it stands
 {% else %}
@@ -334,11 +331,10 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
             break
 {% endif %}
         val = validate(model)
-        row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"]}
+        row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"]} | learning_rates(optimizer)
         for trick in tricks:
-            row |= trick.after_epoch(epoch, model, validate)
+            row |= trick.after_epoch(epoch, model, validate)  # the epoch's figures, before the schedule steps
         scheduler.step()
-        row |= rates
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(row)
 {% if cookiecutter.use_distributed %}

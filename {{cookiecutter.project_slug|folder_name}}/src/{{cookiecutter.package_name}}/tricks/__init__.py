@@ -27,6 +27,15 @@ class Trick:
         to train."""
         return model
 
+    def param_groups(self, model, groups: list[dict]) -> list[dict]:
+        """The optimizer's parameter groups (trainable parameters, split by weight decay): the groups to optimize."""
+        return groups
+
+    def criterion(self, criterion):
+        """The training loss, a CrossEntropyLoss with the class weights: the loss to train with (validation keeps
+        plain cross-entropy)."""
+        return criterion
+
     def start(self, model, optimizer, scheduler):
         """The model on its device, unwrapped, with its optimizer and schedule: the schedule to step each epoch."""
         return scheduler
@@ -34,6 +43,10 @@ class Trick:
     def batch(self, images, targets):
         """Each training batch, on the device, before the forward pass (targets may become class probabilities)."""
         return images, targets
+
+    def before_step(self, model) -> None:
+        """Before each optimizer step, on the gradients it will take: those of the whole accumulation group, in true
+        units (a loss scaler has unscaled them)."""
 
     def after_step(self, model) -> None:
         """After each optimizer step taken (under fp16 the scaler skips a step whose gradients overflowed)."""
