@@ -279,7 +279,7 @@ from {package}.cli import main
 steps_dir, rank, steps = sys.argv[1], os.environ["RANK"], []
 start = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
 stop_at = os.environ.get("STOP_AT", "::").split(":")
-after_step = checkpoint.Checkpoints.after_step
+after_batch = checkpoint.Checkpoints.after_batch
 
 def counted(self, progress, update):
     steps.append(progress.step)
@@ -287,9 +287,9 @@ def counted(self, progress, update):
         json.dump(steps, file)
     if start == "0" and stop_at[:2] == [rank, str(len(steps))]:
         os.kill(os.getpid(), getattr(signal, stop_at[2]))
-    return after_step(self, progress, update)
+    return after_batch(self, progress, update)
 
-checkpoint.Checkpoints.after_step = counted
+checkpoint.Checkpoints.after_batch = counted
 sys.exit(main(sys.argv[2:]))
 """
 JOB = ["--device", "cpu", "--epochs", "2", "--max-steps-per-epoch", "6", "--batch-size", "16", "--deterministic"]

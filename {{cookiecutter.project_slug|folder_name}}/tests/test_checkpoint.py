@@ -119,15 +119,15 @@ MID_EPOCH = {
 def batches_trained(monkeypatch, stop_after: int | None = None) -> list[int]:
     """The steps (within their epoch) of each batch train() trains from here on; with `stop_after`, a stop asked for
     after that many batches, as SIGTERM asks for it."""
-    steps, after_step = [], checkpoint.Checkpoints.after_step
+    steps, after_batch = [], checkpoint.Checkpoints.after_batch
 
     def counted(self, progress, update):
         steps.append(progress.step)
         if len(steps) == stop_after:
             self.stop._request(signal.SIGTERM, None)
-        return after_step(self, progress, update)
+        return after_batch(self, progress, update)
 
-    monkeypatch.setattr(checkpoint.Checkpoints, "after_step", counted)
+    monkeypatch.setattr(checkpoint.Checkpoints, "after_batch", counted)
     return steps
 
 
@@ -199,17 +199,17 @@ def test_checkpoint_every_minutes_saves_when_the_time_has_come(tiny_config, monk
     now = [0.0]
     monkeypatch.setattr(stop_signals.time, "monotonic", lambda: now[0])
     steps, written = batches_trained(monkeypatch), saves(monkeypatch)
-    monkeypatch.setattr(checkpoint.Checkpoints, "after_step", _ticking(checkpoint.Checkpoints.after_step, now))
+    monkeypatch.setattr(checkpoint.Checkpoints, "after_batch", _ticking(checkpoint.Checkpoints.after_batch, now))
     train_module.train(replace(tiny_config, max_steps_per_epoch=5, checkpoint_every="10min"))
     assert steps == [1, 2, 3, 4, 5] and written == [2, 4, "epoch"]
 
 
-def _ticking(after_step, now: list[float], seconds: float = 300):
-    """after_step on a clock that runs `seconds` (five minutes) per batch."""
+def _ticking(after_batch, now: list[float], seconds: float = 300):
+    """after_batch on a clock that runs `seconds` (five minutes) per batch."""
 
     def ticked(self, progress, update):
         now[0] += seconds
-        return after_step(self, progress, update)
+        return after_batch(self, progress, update)
 
     return ticked
 
@@ -226,7 +226,7 @@ def test_checkpoints_due_inside_an_accumulation_group_wait_for_its_step_and_resu
     train_module.train(replace(cfg, output_dir=str(straight)))  # without mid-epoch checkpoints
     now = [0.0]
     monkeypatch.setattr(stop_signals.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(checkpoint.Checkpoints, "after_step", _ticking(checkpoint.Checkpoints.after_step, now, 25))
+    monkeypatch.setattr(checkpoint.Checkpoints, "after_batch", _ticking(checkpoint.Checkpoints.after_batch, now, 25))
     written, run = saves(monkeypatch), replace(cfg, checkpoint_every=every, output_dir=str(tmp_path / "run"))
     _train_interrupted_in_epoch(run, 2, monkeypatch)  # killed as epoch 2 ends: its last mid-epoch checkpoint stays
     assert written == [*saved, "epoch", *saved]

@@ -196,15 +196,15 @@ if "RANK" in os.environ:
 
     train.seed_everything = own_streams
     if rank == 1 and os.environ.get("STOP_AFTER"):
-        after_step, steps = checkpoint.Checkpoints.after_step, []
+        after_batch, steps = checkpoint.Checkpoints.after_batch, []
 
         def stopping(self, progress, update):
             steps.append(progress.step)
             if len(steps) == int(os.environ["STOP_AFTER"]):
                 self.stop._request(signal.SIGTERM, None)
-            return after_step(self, progress, update)
+            return after_batch(self, progress, update)
 
-        checkpoint.Checkpoints.after_step = stopping
+        checkpoint.Checkpoints.after_batch = stopping
 """
 
 

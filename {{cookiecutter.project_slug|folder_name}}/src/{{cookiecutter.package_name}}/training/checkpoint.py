@@ -13,16 +13,18 @@ from ..core.distributed import Agreement, is_distributed
 from ..core.errors import ModelError
 from ..data.loaders import start_epoch
 from ..reports.metrics import stopped_early
+from ..tricks import Trick
 from .checkpoint_file import save_checkpoints
 from .continuation import FITTING
 from .engine import Progress
 from .stop_signals import GracefulStop, current_stop
 
 
-class Checkpoints:
+class Checkpoints(Trick):
     """The checkpoints of a run: after each epoch, and in the middle of one every --checkpoint-every (optimizer steps
     or minutes) and at the step a stop signal arrives. A mid-epoch checkpoint is written after an optimizer step, so
-    a signal inside a group of --accumulate-steps batches lets the group finish first."""
+    a signal inside a group of --accumulate-steps batches lets the group finish first. The epoch loop reaches it as it
+    reaches a trick (after_batch)."""
 
     def __init__(self, out: Path, stateful: dict, loader, metrics: list[dict], cfg, resumed: Progress | None, changes):
         self.out, self.stateful, self.loader, self.metrics, self.cfg = out, stateful, loader, metrics, cfg
@@ -63,7 +65,7 @@ class Checkpoints:
         start_epoch(self.loader, epoch, progress.step if progress else 0)
         return progress
 
-    def after_step(self, progress: Progress, update: bool) -> bool:
+    def after_batch(self, progress: Progress, update: bool) -> bool:
         """After each batch: save when a checkpoint is due or a stop was asked for; True to stop the epoch here."""
         self.steps += update
         timed = self.every_seconds is not None and time.monotonic() - self.clock >= self.every_seconds

@@ -61,12 +61,8 @@ def _batches(loader, max_steps: int | None, description: str, done: int = 0):
 
 @dataclass
 class Progress:
-{% if cookiecutter.use_checkpointing %}
-    """An epoch's steps and running sums, on the device until the epoch ends. A mid-epoch checkpoint keeps them: the
-    resumed epoch goes on with the same accumulation groups and reports the figures of the whole epoch."""
-{% else %}
-    """An epoch's steps and running sums, on the device until the epoch ends."""
-{% endif %}
+    """An epoch's steps and running sums, on the device until the epoch ends: with them, an epoch stopped partway
+    goes on with the same accumulation groups and reports the figures of the whole epoch."""
 
     step: int
     seen: int
@@ -91,20 +87,12 @@ def train_one_epoch(
     scaler,
 {% endif %}
     tricks=(),
-{% if cookiecutter.use_checkpointing %}
     progress=None,
-    checkpoints=None,
-{% endif %}
 ) -> dict:
-{% if cookiecutter.use_checkpointing %}
-    """`progress`: where a resumed epoch stands; `checkpoints` saves mid-epoch and says when to stop."""
-{% endif %}
+    """`tricks`: what plugs into the loop (tricks/__init__.py names the hooks); `progress`: where the epoch stands,
+    when it does not start from its first batch."""
     model.train()
-{% if cookiecutter.use_checkpointing %}
     progress = progress or Progress.start(device)
-{% else %}
-    progress = Progress.start(device)
-{% endif %}
     batches = _batches(loader, cfg.max_steps_per_epoch, "train", progress.step)
     total_steps = progress.step + len(batches)
     memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
@@ -158,10 +146,8 @@ def train_one_epoch(
         progress.correct += (logits.argmax(1) == labels).sum()
         progress.seen += len(labels)
         progress.step += 1
-{% if cookiecutter.use_checkpointing %}
-        if checkpoints and checkpoints.after_step(progress, update):  # saved mid-epoch, and a stop was asked for
+        if any([trick.after_batch(progress, update) for trick in tricks]):  # a list: every hook runs
             break
-{% endif %}
 {% if cookiecutter.use_distributed %}
     # One host sync per epoch, with sums over every rank so all ranks report the same figures (and all stop
     # together if any rank's loss diverged).

@@ -316,10 +316,11 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% if cookiecutter.use_amp %}
                 scaler=scaler,
 {% endif %}
-                tricks=tricks,
 {% if cookiecutter.use_checkpointing %}
+                tricks=[*tricks, checkpoints],  # mid-epoch checkpoints: the loop calls its after_batch
                 progress=progress,
-                checkpoints=checkpoints,
+{% else %}
+                tricks=tricks,
 {% endif %}
             )
         except TrainingDiverged as exc:  # nothing of this epoch is saved: the last checkpoint stays good

@@ -51,6 +51,11 @@ class Trick:
     def after_step(self, model) -> None:
         """After each optimizer step taken (under fp16 the scaler skips a step whose gradients overflowed)."""
 
+    def after_batch(self, progress, update: bool) -> bool:
+        """After each batch, counted into `progress` (the epoch's steps and sums); `update`: an optimizer step ended
+        it. True stops the epoch there."""
+        return False
+
     def after_epoch(self, epoch: int, model, validate) -> dict:
         """The epoch trained and validated: figures for its row of metrics.csv. `validate(net)` measures a model."""
         return {}
