@@ -1270,19 +1270,19 @@ MUTATIONS = {
         "tests/test_tune.py::test_a_trial_whose_own_values_cannot_run_fails_with_its_reason_and_the_search_goes_on",
     ),
     "a key given twice in the search space keeps the last": (
-        "tune.py",
+        "search_space.py",
         "                raise _KeyTwice(key, (seen[key], line))",
         "                pass",
         "tests/test_tune.py::test_a_bad_search_space_is_one_line",
     ),
     "a search-space step too small for Optuna's decimals a traceback": (
-        "tune.py",
+        "search_space.py",
         "        except decimal.InvalidOperation:",
         "        except ZeroDivisionError:",
         "tests/test_tune.py::test_a_bad_search_space_is_one_line",
     ),
     "a range's number that YAML reads as text called no number": (
-        "tune.py",
+        "search_space.py",
         "        _read_as_text(values.get(key), where, key)",
         "        pass",
         "tests/test_tune.py::test_a_bad_search_space_is_one_line",

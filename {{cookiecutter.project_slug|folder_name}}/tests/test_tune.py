@@ -22,8 +22,9 @@ from {{ cookiecutter.package_name }}.config import make_config
 from {{ cookiecutter.package_name }}.core.errors import DataError, DeviceError, OutputError, UserError
 from {{ cookiecutter.package_name }}.core.files import unlock
 from {{ cookiecutter.package_name }}.training import tune as tune_module
+from {{ cookiecutter.package_name }}.training.search_space import load_space
 from {{ cookiecutter.package_name }}.training.train import train
-from {{ cookiecutter.package_name }}.training.tune import STUDY, load_space, tune
+from {{ cookiecutter.package_name }}.training.tune import STUDY, tune
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 
