@@ -195,7 +195,7 @@ MUTATIONS = {
         "tests/test_errors.py::test_writes_replace_planted_symlinks_instead_of_following_them",
     ),
     "rendezvous store on every interface": (
-        "distributed.py",
+        "launcher.py",
         "with _stores_on_loopback():",
         "with contextlib.nullcontext():",
         "tests/test_distributed.py::test_a_one_machine_job_listens_on_loopback_only",
@@ -237,7 +237,7 @@ MUTATIONS = {
         "tests/test_amp.py::test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics",
     ),
     "more workers than visible GPUs": (
-        "distributed.py",
+        "launcher.py",
         "if cuda and workers > torch.cuda.device_count():",
         "if False:",
         "tests/test_distributed.py::test_more_workers_than_visible_gpus_is_one_clear_error",
@@ -997,7 +997,7 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_checkpoint_every_minutes_saves_when_the_time_has_come",
     ),
     "the restart count ignored": (
-        "distributed.py",
+        "launcher.py",
         'restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))',
         "restarts = 0",
         "tests/test_distributed.py::test_workers_restarted_by_torchrun_continue_from_the_newest_checkpoint_of_their_run",
@@ -1015,7 +1015,7 @@ MUTATIONS = {
         "tests/test_distributed.py::test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly",
     ),
     "workers stopped by a signal reported as failed": (
-        "distributed.py",
+        "launcher.py",
         "if len(stopped) == 1 and codes <= stopped | {-signal.SIGTERM}:",
         "if False:",
         "tests/test_distributed.py::test_workers_stopped_by_a_signal_end_the_launcher_with_their_code_not_as_a_failure",
@@ -1063,7 +1063,7 @@ MUTATIONS = {
         "tests/test_run_folder.py::test_every_module_imports_and_a_run_guards_its_folder_without_fcntl_or_the_other_posix_calls",
     ),
     "workers per GPU id for a device that is not CUDA": (
-        "distributed.py",
+        "launcher.py",
         'cuda = cfg.device in ("auto", "cuda") and torch.cuda.is_available()',
         'cuda = cfg.device != "cpu" and torch.cuda.is_available()',
         "tests/test_distributed.py::test_one_worker_per_gpu_id_or_as_many_as_nproc",
@@ -1342,13 +1342,13 @@ MUTATIONS = {
         "tests/test_export.py::test_a_mid_epoch_checkpoint_exports_with_a_notice_and_its_sidecar_says_so",
     ),
     "a killed rank's job blamed on the rank that lost its connection to it": (
-        "distributed.py",
+        "launcher.py",
         '            return (3, order.index(rank)) if report["lost"] else (0, rank)',
         "            return (0, rank)",
         "tests/test_distributed.py::test_a_failed_job_says_once_why_with_the_exit_code_of_its_cause",
     ),
     "an error under --nproc said by every rank": (
-        "distributed.py",
+        "launcher.py",
         "    if REPORTS in os.environ:",
         "    if False:",
         "tests/test_distributed.py::test_a_failed_job_says_once_why_with_the_exit_code_of_its_cause",

@@ -231,7 +231,10 @@ ENTRIES = [
     Trick(
         prompt="use_distributed",
         short="ddp",
-        files=("{package}/core/distributed.py", "tests/test_distributed.py", "scripts/slurm.sbatch"),
+        files=(
+            *("{package}/core/distributed.py", "{package}/core/launcher.py"),
+            *("tests/test_distributed.py", "scripts/slurm.sbatch"),
+        ),
         traces=("torchrun", "distributeddataparallel", "--nproc"),
         config_keys=("nproc", "dist_timeout"),
         flags=(),  # the in-process smoke runs join a one-process group (smoke_child); a subprocess run starts none

@@ -25,7 +25,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, P
 
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.core import distributed
+from {{ cookiecutter.package_name }}.core import distributed, launcher
 from {{ cookiecutter.package_name }}.core.errors import DataError, TrainingDiverged, UserError
 from {{ cookiecutter.package_name }}.data import loaders, samplers, sources
 from {{ cookiecutter.package_name }}.models import build_model
@@ -75,7 +75,7 @@ def test_balanced_sampling_gives_each_rank_its_own_share_of_one_global_draw(monk
 def test_one_worker_per_gpu_id_or_as_many_as_nproc(monkeypatch, answers, cuda, expected):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4 if cuda else 0)
-    assert distributed.workers_wanted(TrainConfig(**answers)) == expected
+    assert launcher.workers_wanted(TrainConfig(**answers)) == expected
 
 
 @pytest.mark.parametrize("answers", [{"gpus": "0,1"}, {"gpus": "0", "nproc": 2}])
@@ -84,7 +84,7 @@ def test_more_workers_than_visible_gpus_is_one_clear_error(monkeypatch, answers)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(UserError, match="2 workers need 2 GPUs but 1 is visible with --gpus 0"):
-        distributed.workers_wanted(TrainConfig(**answers))
+        launcher.workers_wanted(TrainConfig(**answers))
 
 
 def test_a_global_batch_must_divide_by_the_world(tiny_config, monkeypatch):
@@ -286,19 +286,19 @@ GLOO = RuntimeError("[gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:1: 
 def test_a_failed_job_says_once_why_with_the_exit_code_of_its_cause(monkeypatch, exits, said, line, code):
     """However the agent found the workers, and in whichever order they ended."""
 
-    def failed(launcher):
+    def failed(arguments):
         for rank, exc in said.items():  # as each worker's main() hands its error over
             monkeypatch.setenv("RANK", str(rank))
-            assert distributed.worker_failed(exc) == getattr(exc, "exit_code", 1)
+            assert launcher.worker_failed(exc) == getattr(exc, "exit_code", 1)
         failures = {rank: ProcessFailure(rank, 1000 + rank, exitcode, "<N/A>") for rank, exitcode in exits.items()}
         raise ChildFailedError("train", failures)
 
-    monkeypatch.setattr(distributed, "run", failed)
+    monkeypatch.setattr(launcher, "run", failed)
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # launch() extends it: undone after the test
     with pytest.raises(UserError) as failure:
-        distributed.launch(2, ["train"], "{{ cookiecutter.package_name }}")
+        launcher.launch(2, ["train"], "{{ cookiecutter.package_name }}")
     assert (str(failure.value), failure.value.exit_code) == (line, code)
-    assert distributed.REPORTS not in os.environ
+    assert launcher.REPORTS not in os.environ
 
 
 def _model() -> nn.Module:
@@ -500,17 +500,17 @@ def test_workers_restarted_by_torchrun_continue_from_the_newest_checkpoint_of_th
     for name in ("TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"):
         monkeypatch.delenv(name, raising=False)
     cfg = TrainConfig(output_dir="runs/a", init_from="weights.pt", overwrite=True)
-    assert distributed.continue_after_restart(cfg) is cfg  # not under torchrun --max-restarts
+    assert launcher.continue_after_restart(cfg) is cfg  # not under torchrun --max-restarts
     monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "3")
-    assert distributed.continue_after_restart(cfg) is cfg  # the first start: as given
+    assert launcher.continue_after_restart(cfg) is cfg  # the first start: as given
     with pytest.raises(UserError, match="^torchrun --max-restarts restarts into the same run only with --output-dir"):
-        distributed.continue_after_restart(TrainConfig())  # a folder named by the time: another one each start
+        launcher.continue_after_restart(TrainConfig())  # a folder named by the time: another one each start
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "2")
     continued = dataclasses.replace(cfg, init_from=None, overwrite=False, resume="auto")  # how it began is done
-    assert distributed.continue_after_restart(cfg) == continued
+    assert launcher.continue_after_restart(cfg) == continued
     assert "restart 2 by torchrun: continuing from the newest checkpoint" in capsys.readouterr().out
     resumed = TrainConfig(resume="runs/b/last.pt")  # its folder: the one that run continues in
-    assert distributed.continue_after_restart(resumed) == TrainConfig(resume="auto", output_dir="runs/b")
+    assert launcher.continue_after_restart(resumed) == TrainConfig(resume="auto", output_dir="runs/b")
 
 
 @pytest.mark.parametrize(
@@ -520,14 +520,14 @@ def test_workers_stopped_by_a_signal_end_the_launcher_with_their_code_not_as_a_f
     """A scheduler that signals one worker of `--nproc 2`: every worker saves and exits 128 + signal."""
     failures = {rank: ProcessFailure(rank, 1000 + rank, code, "<N/A>") for rank, code in enumerate(codes)}
 
-    def failed(launcher):
+    def failed(arguments):
         raise ChildFailedError("train", failures)
 
-    monkeypatch.setattr(distributed, "run", failed)
+    monkeypatch.setattr(launcher, "run", failed)
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # launch() extends it: undone after the test
     stop = 1 not in codes  # rank 0 stopped by the agent as it exited after rank 1: a stop too
     with pytest.raises(SystemExit if stop else UserError) as stopped:
-        distributed.launch(2, ["train"], "{{ cookiecutter.package_name }}")
+        launcher.launch(2, ["train"], "{{ cookiecutter.package_name }}")
     if stop:
         assert stopped.value.code == exit_code
     else:  # rank 1 failed, and rank 0 saved when the agent then stopped it: rank 1 is why
@@ -617,10 +617,10 @@ def test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly(s
     # Epochs long enough that the warning, sent once epoch 2 has saved its step 5, lands inside epoch 2.
     flags = ["--device", "cpu", "--epochs", "2", "--max-steps-per-epoch", "40", "--batch-size", "16"]
     flags += ["--deterministic", "--no-plots", "--checkpoint-every", "5"]
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     train = ["-m", "{{ cookiecutter.package_name }}", "train", *flags]
     done = subprocess.run(
-        [*launcher, *train, "--output-dir", str(straight)], cwd=tmp_path, env=env, capture_output=True, text=True
+        [*torchrun, *train, "--output-dir", str(straight)], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-3000:]
 

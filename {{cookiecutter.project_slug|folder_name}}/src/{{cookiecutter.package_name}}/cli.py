@@ -200,7 +200,8 @@ def run(args: argparse.Namespace) -> None:
 {% if cookiecutter.use_distributed %}
 def _started_in_workers(cfg, argv: list[str]) -> bool:
     """Select the GPUs and, when the command wants several processes and is not one of them, run it in them."""
-    from .core.distributed import launch, launched, workers_wanted
+    from .core.distributed import launched
+    from .core.launcher import launch, workers_wanted
     from .core.runtime import select_gpus
 
     if launched():  # torchrun's workers inherit the launcher's CUDA_VISIBLE_DEVICES
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
 {% if cookiecutter.use_distributed %}
         if "LOCAL_RANK" in os.environ:  # a worker of torchrun or --nproc
-            from .core.distributed import worker_failed
+            from .core.launcher import worker_failed
 
             return worker_failed(exc)
 {% endif %}
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if args.debug or "LOCAL_RANK" not in os.environ:
             raise
-        from .core.distributed import lost_connection, worker_failed
+        from .core.launcher import lost_connection, worker_failed
 
         if not lost_connection(exc):
             raise

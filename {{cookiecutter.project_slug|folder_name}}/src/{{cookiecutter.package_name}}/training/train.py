@@ -13,16 +13,13 @@ from torchinfo import summary
 
 from ..config import TrainConfig, save_config
 {% if cookiecutter.use_distributed %}
-{% set names = ["barrier", "broadcast", "broadcast_buffers", "is_main", "setup", "world_size", "wrap"] %}
-{% if cookiecutter.use_checkpointing %}{% set names = names + ["continue_after_restart", "note_run_folder"] %}{% endif %}
-from ..core.distributed import (
-{% for name in names | sort %}
-    {{ name }},
-{% endfor %}
-)
+from ..core.distributed import barrier, broadcast, broadcast_buffers, is_main, setup, world_size, wrap
 {% endif %}
 from ..core.errors import OutputError, TrainingDiverged, UserError
 from ..core.files import save, write_text
+{% if cookiecutter.use_distributed and cookiecutter.use_checkpointing %}
+from ..core.launcher import continue_after_restart, note_run_folder
+{% endif %}
 from ..core.run_folder import RunFolder, releasing_run_folders
 from ..core.runtime import resolve_device, seed_everything
 from ..data.loaders import Data, build_data, describe_data, start_epoch, stopping_data_workers
