@@ -38,8 +38,12 @@ STATUS = {
 
 
 def module_file(root: str | Path, package: str, module: str) -> Path:
-    """src/<package>/<sub-package>/<module>.py, relative to the render: the module of that name wherever it lives."""
-    (path,) = Path(root, "src", package).glob(f"**/{module}.py")
+    """src/<package>/<sub-package>/<module>.py (or <module>/__init__.py, a package's), relative to the render: the
+    module of that name wherever it lives."""
+    (path,) = [
+        *Path(root, "src", package).glob(f"**/{module}.py"),
+        *Path(root, "src", package).glob(f"{module}/__init__.py"),
+    ]
     return path.relative_to(root)
 
 
@@ -139,7 +143,7 @@ if __name__ == "__main__":
     if command == "configure":
         configure(*arguments)
     elif command == "dotted":  # RENDER PACKAGE MODULE: the module's dotted name, as mutmut's mutant names start
-        print(".".join(module_file(*arguments).with_suffix("").parts[1:]))
+        print(".".join(part for part in module_file(*arguments).with_suffix("").parts[1:] if part != "__init__"))
     elif command == "names":
         print("\n".join(names(*arguments)))
     elif command == "sample":

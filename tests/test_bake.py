@@ -103,7 +103,7 @@ def test_smoke_training_step_in_a_subprocess(model_project, tmp_path):
 
 
 def model_project_model(project: Path) -> str:
-    text = (project / "src" / package_of(project) / "config.py").read_text()
+    text = (project / "src" / package_of(project) / "config" / "__init__.py").read_text()
     return text.split('model: str = option("', 1)[1].split('"', 1)[0]
 
 

@@ -79,7 +79,7 @@ def assert_valid_render(project: Path, description, author) -> None:
     assert meta["description"] == description and meta["authors"] == [{"name": author}]
     init = project / "src" / package_of(project) / "__init__.py"
     assert ast.get_docstring(ast.parse(init.read_text()), clean=False) == description
-    for path in (init, init.parent / "cli.py", init.parent / "config.py"):  # where answers are written
+    for path in (init, init.parent / "cli.py", init.parent / "config" / "__init__.py"):  # where answers are written
         compile(path.read_text(), str(path), "exec")
 
 

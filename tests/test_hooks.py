@@ -77,7 +77,7 @@ def test_free_text_renders_safely_and_intact(cookies, text):
 @pytest.mark.parametrize("answer", ["", "cpu", "none", " CPU "])
 def test_gpu_ids_cpu_none_or_empty_mean_cpu_only_and_read_so(cookies, answer):
     project = baked_project(cookies, gpu_ids=answer)
-    assert 'gpus: str = option("cpu",' in (project / "src" / package_of(project) / "config.py").read_text()
+    assert 'gpus: str = option("cpu",' in (project / "src" / package_of(project) / "config" / "__init__.py").read_text()
     assert "| `--gpus` | `cpu` |" in (project / "README.md").read_text()  # not an empty code span
 
 

@@ -388,9 +388,9 @@ MUTATIONS = {
         "tests/test_config.py::test_each_option_reaches_what_it_configures",
     ),
     "the seed left out of config.yaml": (
-        "config.py",
-        'PER_INVOCATION = {"overwrite", "init_from", "resume"}',
-        'PER_INVOCATION = {"overwrite", "init_from", "resume", "seed"}',
+        "config/__init__.py",
+        'PER_INVOCATION = {"overwrite", "init_from"}',
+        'PER_INVOCATION = {"overwrite", "init_from", "seed"}',
         "tests/test_config.py::test_config_yaml_replays_every_field_but_the_per_invocation_flags",
     ),
     "activation checkpointing skips ResNet's last stage": (
@@ -437,13 +437,13 @@ MUTATIONS = {
         "tests/test_run_folder.py::test_overwrite_starts_from_an_empty_run_folder_and_keeps_other_files",
     ),
     "a saved config points at the folder it was written in": (
-        "config.py",
+        "config/__init__.py",
         'saved_fields(cfg) | {"output_dir": "."}',
         "saved_fields(cfg)",
         "tests/test_checkpoint.py::test_a_copied_run_continues_in_the_copy_from_any_folder",
     ),
     "--resume PATH ignores its run's config": (
-        "config.py",
+        "config/__init__.py",
         "        run_dir = Path(resume).parent",
         "        run_dir = None",
         "tests/test_checkpoint.py::test_resume_from_a_checkpoint_continues_its_run_with_its_config",
@@ -467,7 +467,7 @@ MUTATIONS = {
         "tests/test_run_folder.py::test_a_planted_link_in_place_of_an_evaluation_folder_is_replaced",
     ),
     "NaN options accepted": (
-        "config.py",
+        "config/__init__.py",
         "isinstance(v, float) and math.isnan(v)",
         "False",
         "tests/test_errors.py::test_bad_options_get_their_exit_code",
@@ -510,7 +510,7 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_a_resume_into_a_new_folder_validates_on_the_images_the_run_held_out",
     ),
     "--resume auto ignores its run's config": (
-        "config.py",
+        "config/__init__.py",
         '        run_dir = Path(cli_values["output_dir"])',
         "        pass",
         "tests/test_checkpoint.py::test_resume_from_a_checkpoint_continues_its_run_with_its_config",
@@ -590,7 +590,7 @@ MUTATIONS = {
         "tests/test_datasets.py::test_an_image_too_large_to_open_safely_is_named_and_predict_skips_it",
     ),
     "a config file in another encoding a traceback": (
-        "config.py",
+        "config/__init__.py",
         "    except UnicodeDecodeError:",
         "    except ZeroDivisionError:",
         "tests/test_errors.py::test_bad_config_files_exit_2",
@@ -602,7 +602,7 @@ MUTATIONS = {
         "tests/test_layouts.py::test_a_class_name_holding_a_control_character_is_refused",
     ),
     "--std 0 divides by zero": (
-        "config.py",
+        "config/__init__.py",
         "if self.std is not None and not all(0 < value < math.inf for value in self.std):",
         "if False:",
         "tests/test_errors.py::test_bad_options_get_their_exit_code",
@@ -1240,7 +1240,7 @@ MUTATIONS = {
         "tests/test_tune.py::test_a_stop_signal_between_trials_ends_the_search_there_and_the_same_command_goes_on",
     ),
     "a warm-up beyond the epochs accepted": (
-        "config.py",
+        "config/__init__.py",
         "        if self.warmup_epochs > self.epochs:",
         "        if False:",
         "tests/test_config.py::test_the_range_checks_refuse_each_bad_value_with_its_flag_and_accept_the_edges",
@@ -1367,7 +1367,8 @@ def all_on(cookies_session):
 
 
 def source_of(project: Path, file: str) -> Path:
-    return project / file if "/" in file else next((project / "src").glob(f"*/**/{file}"))  # else: in the package
+    """`file` from the top of the render, else the package module whose path ends so (engine.py, config/__init__.py)."""
+    return project / file if (project / file).is_file() else next((project / "src").glob(f"*/**/{file}"))
 
 
 def test_every_breakage_names_a_fragment_found_once_and_guards_that_exist(all_on):

@@ -55,24 +55,31 @@ def test_the_files_only_tricks_add_are_the_entries(all_on, cookies_session):
 
 
 def config_fields(project: Path) -> tuple[set[str], set[str]]:
-    """(the fields of TrainConfig: config.py's BaseConfig and each trick's Options, those that config.yaml leaves out:
-    PER_INVOCATION)."""
+    """(the fields of TrainConfig: config/'s BaseConfig and each feature's and trick's Options, those that config.yaml
+    leaves out: PER_INVOCATION's and each Options' per_invocation)."""
     package = project / "src" / package_of(project)
     fields, per_invocation = set(), set()
-    for path in [package / "config.py", *sorted((package / "tricks").glob("*.py"))]:
+    for path in [*sorted((package / "config").glob("*.py")), *sorted((package / "tricks").glob("*.py"))]:
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.ClassDef) and node.name in ("BaseConfig", "Options"):
                 fields |= {item.target.id for item in node.body if isinstance(item, ast.AnnAssign)}
+                per_invocation |= {
+                    name
+                    for item in node.body
+                    if isinstance(item, ast.Assign)
+                    and [getattr(t, "id", None) for t in item.targets] == ["per_invocation"]
+                    for name in ast.literal_eval(item.value)
+                }
             elif isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PER_INVOCATION"]:
-                per_invocation = set(ast.literal_eval(node.value))
-    assert fields, "no BaseConfig in config.py"
+                per_invocation |= set(ast.literal_eval(node.value))
+    assert fields, "no BaseConfig in config/"
     return fields, per_invocation
 
 
 @each_entry
 def test_each_entrys_config_keys_are_fields_that_config_yaml_keeps(trick, all_on):
     fields, per_invocation = config_fields(all_on)
-    assert set(trick.config_keys) <= fields, f"{trick.prompt}: not in config.py: {set(trick.config_keys) - fields}"
+    assert set(trick.config_keys) <= fields, f"{trick.prompt}: not in config/: {set(trick.config_keys) - fields}"
     assert not set(trick.config_keys) & per_invocation, f"{trick.prompt}: config.yaml never keeps {per_invocation}"
 
 

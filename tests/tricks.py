@@ -34,7 +34,7 @@ class Trick:
     short: str  # its name in test ids, for `pytest -k <short>`
     files: tuple[str, ...]  # files a render has exactly when it is on ({package} is src/<package_name>)
     traces: tuple[str, ...]  # words (lower case) of which some appear in a render exactly when it is on
-    config_keys: tuple[str, ...]  # fields of config.py, saved in each run's config.yaml, exactly when it is on
+    config_keys: tuple[str, ...]  # fields of the config, saved in each run's config.yaml, exactly when it is on
     flags: tuple[str, ...]  # train flags that switch it on for real in a smoke run
     breakages: tuple[str, ...]  # names of MUTATIONS entries (tests/test_mutations.py) that break it, its own included
     at_work: Callable[[Run], None]  # what its smoke run must show when it is on
@@ -216,7 +216,7 @@ ENTRIES = [
     Trick(
         prompt="use_amp",
         short="amp",
-        files=("{package}/training/amp.py", "tests/test_amp.py"),
+        files=("{package}/training/amp.py", "{package}/config/precision.py", "tests/test_amp.py"),
         traces=("autocast", "gradscaler", "--precision"),
         config_keys=("precision",),
         flags=(),  # the render's own default precision
@@ -232,7 +232,7 @@ ENTRIES = [
         prompt="use_distributed",
         short="ddp",
         files=(
-            *("{package}/core/distributed.py", "{package}/core/launcher.py"),
+            *("{package}/core/distributed.py", "{package}/core/launcher.py", "{package}/config/ddp.py"),
             *("tests/test_distributed.py", "scripts/slurm.sbatch"),
         ),
         traces=("torchrun", "distributeddataparallel", "--nproc"),
@@ -339,8 +339,9 @@ ENTRIES = [
         prompt="use_checkpointing",
         short="ckpt",
         files=(
-            *("{package}/training/checkpoint.py", "{package}/training/checkpoint_file.py"),
-            *("{package}/training/continuation.py", "{package}/training/stop_signals.py", "tests/test_checkpoint.py"),
+            *("{package}/training/checkpoint.py", "{package}/training/checkpoint_file.py", "tests/test_checkpoint.py"),
+            *("{package}/training/continuation.py", "{package}/training/stop_signals.py"),
+            "{package}/config/checkpointing.py",
         ),
         traces=("last.pt", "best.pt", "resume"),
         config_keys=("checkpoint_every",),  # --resume is a flag of one command: config.yaml never keeps it
@@ -448,7 +449,7 @@ ENTRIES = [
 ]
 # The tracker prompt (a choice): an entry per tracker, whose `prompt` is "tracker=<value>". The files every tracker
 # has (TRACKING_FILES) exist exactly when one is chosen.
-TRACKING_FILES = ("{package}/reports/tracking.py", "tests/test_tracking.py")
+TRACKING_FILES = ("{package}/reports/tracking.py", "{package}/config/tracker.py", "tests/test_tracking.py")
 TRACKERS = [
     Trick(
         prompt="tracker=tensorboard",

@@ -6,7 +6,7 @@ epoch every --checkpoint-every or at the step a stop signal arrives.
 import time
 from pathlib import Path
 
-from ..config import CHECKPOINT_EVERY
+from ..config.checkpointing import CHECKPOINT_EVERY
 {% if cookiecutter.use_distributed %}
 from ..core.distributed import Agreement, is_distributed
 {% endif %}

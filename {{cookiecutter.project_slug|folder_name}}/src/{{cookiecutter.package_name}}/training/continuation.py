@@ -9,7 +9,8 @@ from pathlib import Path
 
 import torch
 
-from ..config import RESUME_MAY_CHANGE, saved_fields
+from ..config import saved_fields
+from ..config.checkpointing import RESUME_MAY_CHANGE
 {% if cookiecutter.use_distributed %}
 from ..core.distributed import rank, world_size
 {% endif %}

@@ -87,7 +87,7 @@ def _trick_modules() -> list:
 
 
 MODULES = _trick_modules()
-OPTIONS = [module.Options for module in MODULES]  # config.py's TrainConfig has the fields of each
+OPTIONS = [module.Options for module in MODULES]  # config/'s TrainConfig has the fields of each
 OFF = {name: value for options in OPTIONS for name, value in getattr(options, "off", {}).items()}  # every trick off
 FILES = [name for module in MODULES for name in getattr(module, "FILES", {})]  # what each writes into a run folder
 

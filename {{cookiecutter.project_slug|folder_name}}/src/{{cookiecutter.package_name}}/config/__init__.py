@@ -1,16 +1,17 @@
 """The training configuration: one dataclass that the command line, YAML files and the code all share.
 
 Precedence: dataclass defaults < `--config FILE` < flags given on the command line. The resolved
-config (every "auto" value filled in) is written into the output dir as `config.yaml`.
+config (every "auto" value filled in) is written into the output dir as `config.yaml`. Its fields: BaseConfig's
+below, those of each module of this package (the options of a feature this project has, as `Options`) and those of
+each trick (tricks/).
 """
 
 import argparse
 import dataclasses
+import importlib
 import math
 import os
-{% if cookiecutter.use_checkpointing %}
-import re
-{% endif %}
+import pkgutil
 import sys
 import types
 import typing
@@ -19,10 +20,10 @@ from pathlib import Path
 
 import yaml
 
-from . import tricks
-from .core.errors import UserError
-from .core.files import write_text
-from .core.options import option
+from .. import tricks
+from ..core.errors import UserError
+from ..core.files import write_text
+from ..core.options import option
 
 DEVICES = ["auto", "cpu", "cuda", "mps", "xpu"]  # auto: the machine's accelerator (torch.accelerator), else the CPU
 # the console script, as messages tell the user to run it
@@ -33,12 +34,8 @@ MODEL_HELP = "small_cnn, any torchvision classification model, or timm/<name> fo
 EXPORT_FORMATS = {"onnx": ".onnx", "torchscript": ".pt", "exported-program": ".pt2"}
 EXPORT_TOLERANCE = 1e-3
 MAX_IMAGE_SIZE = 4096  # a batch of larger images fills any memory
-{% if cookiecutter.use_checkpointing %}
-CHECKPOINT_EVERY = re.compile(r"([1-9][0-9]*)(min)?")  # optimizer steps, or minutes
-{% endif %}
-{% if cookiecutter.use_distributed %}
-MAX_DIST_TIMEOUT = 365 * 24 * 3600
-{% endif %}
+FEATURES = [importlib.import_module(f"{__name__}.{found.name}") for found in pkgutil.iter_modules(__path__)]
+OPTIONS = [module.Options for module in FEATURES] + tricks.OPTIONS  # the fields TrainConfig adds to BaseConfig's
 
 
 @dataclass
@@ -114,50 +111,18 @@ class BaseConfig:
 {% endif %}
     profile: bool = option(False, "record 5 training steps with torch.profiler into <output dir>/profile")
     detect_anomaly: bool = option(False, "autograd anomaly detection: name the operation behind a NaN gradient (slow)")
-{% if cookiecutter.use_amp %}
-    precision: str = option("{{ cookiecutter.amp_precision | escaped }}", "autocast precision (fp32 turns it off)", choices=["fp32", "bf16", "fp16"])
-{% endif %}
-{% if cookiecutter.use_distributed %}
-    nproc: int | None = option(None, "processes to start on this machine (default: one per --gpus id on GPUs)")
-    dist_timeout: int = option(600, "seconds a process waits for the others before the job stops")
-{% endif %}
-{% if cookiecutter.tracker == "tensorboard" %}
-    tensorboard: bool = option(True, "write TensorBoard logs into <output dir>/tensorboard")
-{% elif cookiecutter.tracker == "mlflow" %}
-    mlflow: bool = option(True, "log the run to MLflow")
-    tracking_uri: str | None = option(
-        None, "MLflow store: a folder (an SQLite store in it) or a server URI (auto: $MLFLOW_TRACKING_URI or mlruns)"
-    )
-    experiment: str = option("{{ cookiecutter.project_slug | escaped }}", "the MLflow experiment the run is logged under")
-{% elif cookiecutter.tracker == "wandb" %}
-    wandb: bool = option(True, "log the run to Weights & Biases (offline unless WANDB_MODE=online)")
-    experiment: str = option("{{ cookiecutter.project_slug | escaped }}", "the W&B project the run is logged under")
-{% endif %}
-{% if cookiecutter.use_checkpointing %}
-    resume: str | None = option(None, "checkpoint to continue from, or auto: the newest valid one in --output-dir")
-    checkpoint_every: str | None = option(
-        None, "also save last.pt mid-epoch: every N optimizer steps, or every N minutes as Nmin (e.g. 10min)"
-    )
-{% endif %}
 
     def __post_init__(self):
         for name, value in vars(self).items():  # NaN passes every comparison below: refuse it first
             if any(isinstance(v, float) and math.isnan(v) for v in (value if isinstance(value, list) else [value])):
                 raise UserError(f"--{name.replace('_', '-')} must be a number, got {value}")
         at_least_one = ["epochs", "batch_size", "accumulate_steps", "max_steps_per_epoch", "step_size", "patience"]
-{% if cookiecutter.use_distributed %}
-        at_least_one += ["nproc", "dist_timeout"]
-{% endif %}
         for name in at_least_one:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
         if self.image_size is not None and not 2 <= self.image_size <= MAX_IMAGE_SIZE:  # 1 px: torchvision fails
             raise UserError(f"--image-size must be between 2 and {MAX_IMAGE_SIZE}, got {self.image_size}")
-{% if cookiecutter.use_distributed %}
-        if self.dist_timeout > MAX_DIST_TIMEOUT:  # beyond what the process group's clock can hold
-            raise UserError(f"--dist-timeout must be at most {MAX_DIST_TIMEOUT} s (a year), got {self.dist_timeout}")
-{% endif %}
         non_negative = ["lr", "weight_decay", "l1", "momentum", "warmup_epochs", "num_workers", "gamma"]
         for name in non_negative:
             value = getattr(self, name)
@@ -180,59 +145,21 @@ class BaseConfig:
             raise UserError(f"--val-split must be between 0 and 1 (a share of each class), got {self.val_split}")
         if not 0 <= self.random_erasing <= 1:
             raise UserError(f"--random-erasing must be a probability between 0 and 1, got {self.random_erasing}")
-{% if cookiecutter.use_checkpointing %}
-        if self.init_from and self.resume:
-            raise UserError("--init-from starts a new run from other weights, --resume continues this one: pass one")
-        if self.checkpoint_every is not None and not CHECKPOINT_EVERY.fullmatch(str(self.checkpoint_every)):
-            raise UserError(f"--checkpoint-every takes steps or minutes (500, 10min), got {self.checkpoint_every}")
-{% endif %}
-        for options in tricks.OPTIONS:
+        for options in OPTIONS:
             if hasattr(options, "check"):
                 options.check(self)
 
 
 @dataclass
-class TrainConfig(*reversed(tricks.OPTIONS), BaseConfig):
-    """The configuration: BaseConfig's fields, then those of each trick's `Options` (tricks/)."""
+class TrainConfig(*reversed(OPTIONS), BaseConfig):
+    """The configuration: BaseConfig's fields, then those of each feature's and each trick's `Options`."""
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 # Flags about one command, not about the run: a saved config.yaml never replays them.
-PER_INVOCATION = {"overwrite", "init_from"{{ ', "resume"' if cookiecutter.use_checkpointing else '' }}}  # how one run starts
+PER_INVOCATION = {"overwrite", "init_from"}  # how one run starts
+PER_INVOCATION |= {name for options in OPTIONS for name in getattr(options, "per_invocation", ())}
 TYPES = typing.get_type_hints(TrainConfig)
-{% if cookiecutter.use_checkpointing %}
-# What a resume may change: where, how fast and for how long the run goes on. Every other saved field shaped the
-# checkpoint's weights, optimizer state and metrics, and a resume that changes one is refused. Mid-epoch, the epoch's
-# length is kept too: the saved step is a place in that epoch.
-RESUME_MAY_CHANGE = {
-    "epochs",
-    "patience",
-    "max_steps_per_epoch",
-    "output_dir",  # a resume into another folder, or a run folder copied
-    "data_root",
-    "device",
-    "gpus",
-    "num_workers",  # the weights are the same with any number
-    "deterministic",
-    "channels_last",
-    "compile",
-    "activation_checkpointing",
-    "plots",
-    "profile",
-    "detect_anomaly",
-    "checkpoint_every",
-{% if cookiecutter.use_amp %}
-    "precision",  # fp16 on a GPU is bf16 or fp32 on a CPU
-{% endif %}
-{% if cookiecutter.use_distributed %}
-    "nproc",
-    "dist_timeout",
-{% endif %}
-{% if cookiecutter.tracker != "none" %}
-    "{{ cookiecutter.tracker }}",
-{% endif %}
-}
-{% endif %}
 
 
 def base_type(hint):
