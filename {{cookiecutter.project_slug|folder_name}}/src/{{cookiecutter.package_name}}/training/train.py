@@ -277,7 +277,6 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% else %}
     loader = ProfiledLoader(data.train, out / "profile", device) if cfg.profile else data.train
 {% endif %}
-{% set precision = ", cfg.precision" if cookiecutter.use_amp else "" %}
 
     def training_pass():
         """The training data once more, in an order no epoch had (epoch 0), for a trick that measures something."""
@@ -288,7 +287,11 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 {% if cookiecutter.use_distributed %}
         broadcast_buffers(net)  # every rank evaluates rank 0's statistics: those of the file it saves
 {% endif %}
-        return evaluate(net, data.val, device, len(data.classes), cfg.max_steps_per_epoch{{ precision }})
+{% if cookiecutter.use_amp %}
+        return evaluate(net, data.val, device, len(data.classes), cfg.max_steps_per_epoch, cfg.precision)
+{% else %}
+        return evaluate(net, data.val, device, len(data.classes), cfg.max_steps_per_epoch)
+{% endif %}
 
 {% if cookiecutter.use_checkpointing %}
     for epoch in checkpoints.epochs(range(len(rows) + 1, cfg.epochs + 1)):
