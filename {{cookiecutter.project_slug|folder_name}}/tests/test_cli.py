@@ -114,6 +114,26 @@ def test_help_answers_without_importing_torch():
     assert "--epochs" in done.stdout and done.stderr.split() == ["False", "False"], done.stderr
 
 
+@pytest.mark.parametrize("package", ["tricks", "config"])
+def test_a_plug_in_module_without_what_it_needs_is_one_line_and_a_helper_module_is_left_alone(package, tmp_path):
+    """The modules of tricks/ and config/ are found by name: one the user adds must have what the package needs,
+    and a helper module (its name starts with _) is not taken for one."""
+    import shutil
+
+    copy = tmp_path / "src" / "{{ cookiecutter.package_name }}"
+    shutil.copytree(Path(cli.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / package / "_helpers.py").write_text("X = 1\n")
+    probe = [sys.executable, "-c", "from {{ cookiecutter.package_name }}.cli import main; main(['train', '--help'])"]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "src")}
+    done = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "--epochs" in done.stdout, done.stderr
+    (copy / package / "extra.py").write_text("X = 1\n")
+    done = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60)
+    where = f"src/{{ cookiecutter.package_name }}/{package}/extra.py"
+    assert done.returncode == 1 and done.stderr.startswith(f"error: {where} has no Options"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
 @pytest.mark.parametrize("gpus", ["0,,1", "1,1", "a,b", "-1"])
 def test_bad_gpu_ids_get_one_line_and_exit_code_2(gpus, capsys, tmp_path):
     assert main(["train", "--output-dir", str(tmp_path / "run"), "--gpus", gpus]) == 2

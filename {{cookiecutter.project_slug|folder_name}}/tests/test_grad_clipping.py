@@ -77,6 +77,41 @@ def test_one_step_logs_its_own_norm_of_the_type_asked_for(tiny_config):
     assert norms[0] > 2 * clipped_epoch(tiny_config, "fp32", False, **changes | {"clip_grad_norm_type": 2.0})[0][0]
 
 
+def test_a_saved_state_that_is_not_the_epochs_sums_is_refused():
+    clipping = grad_clipping.GradClipping(1.0, 2.0)
+    for good in ({"norm_sum": None, "steps": 0}, {"norm_sum": torch.tensor(3.0), "steps": 2}):
+        clipping.load_state_dict(good)
+        assert (clipping.norm_sum, clipping.steps) == (good["norm_sum"], good["steps"])
+    bad = [
+        {"norm_sum": None, "steps": "2"},
+        {"norm_sum": None, "steps": -1},
+        {"norm_sum": torch.tensor(3.0), "steps": 0},
+        {"norm_sum": None, "steps": 2},
+        {"norm_sum": 3.0, "steps": 2},
+        {"norm_sum": torch.ones(2), "steps": 2},
+    ]
+    for state in bad:  # resume() turns a ValueError into one line naming the checkpoint
+        with pytest.raises(ValueError):
+            clipping.load_state_dict(state)
+
+
+{% if cookiecutter.use_checkpointing %}
+def test_an_epoch_end_checkpoint_without_the_clipping_sums_resumes_as_if_it_had_them(tiny_config, tmp_path):
+    """A checkpoint saved after an epoch by a version of this project that kept the sums elsewhere: at an epoch's end
+    they are empty, so the resumed run logs the grad_norm an uninterrupted one does."""
+    cfg = replace(tiny_config, clip_grad_norm=0.05, max_steps_per_epoch=3, deterministic=True)
+    straight = train(replace(cfg, epochs=2, output_dir=str(tmp_path / "straight")))["metrics"]
+    first = replace(cfg, epochs=1, output_dir=str(tmp_path / "cut"))
+    train(first)
+    last = tmp_path / "cut" / "last.pt"
+    state = torch.load(last, weights_only=True)
+    del state["grad_clipping"]
+    torch.save(state, last)
+    resumed = train(replace(first, epochs=2, resume="auto"))["metrics"]
+    assert resumed[1]["grad_norm"] == straight[1]["grad_norm"] > 0
+
+
+{% endif %}
 def test_clip_norm_is_logged_per_epoch_and_zero_turns_it_off(tiny_config, tmp_path):
     assert "grad_norm" in train(replace(tiny_config, clip_grad_norm=1.0))["metrics"][0]
     off = replace(tiny_config, clip_grad_norm=0.0, output_dir=str(tmp_path / "off"))

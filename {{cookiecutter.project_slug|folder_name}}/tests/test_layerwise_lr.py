@@ -51,6 +51,7 @@ def test_each_group_lr_is_logged_per_epoch(tiny_config):
     # the schedule's own rates: every other trick off
     cfg = replace(tiny_config, model="small_cnn", lr=0.1, epochs=3, **NEUTRAL | {"lr_mult": ["fc=10"]})
     rows = train(cfg)["metrics"]
+    assert [*rows[0]][-3:] == ["lr", "lr[fc]", "seconds"]  # the rates together, at the end of the row
     for row, factor in zip(rows, [1.0, 0.75, 0.25], strict=True):  # (1 + cos(pi * epoch / 3)) / 2
         assert row["lr"] == pytest.approx(0.1 * factor)
         assert row["lr[fc]"] == pytest.approx(0.1 * 10 * factor)

@@ -8,10 +8,8 @@ each trick (tricks/).
 
 import argparse
 import dataclasses
-import importlib
 import math
 import os
-import pkgutil
 import sys
 import types
 import typing
@@ -23,7 +21,7 @@ import yaml
 from .. import tricks
 from ..core.errors import UserError
 from ..core.files import write_text
-from ..core.options import option
+from ..core.options import option, plugin_modules
 
 DEVICES = ["auto", "cpu", "cuda", "mps", "xpu"]  # auto: the machine's accelerator (torch.accelerator), else the CPU
 # the console script, as messages tell the user to run it
@@ -34,7 +32,7 @@ MODEL_HELP = "small_cnn, any torchvision classification model, or timm/<name> fo
 EXPORT_FORMATS = {"onnx": ".onnx", "torchscript": ".pt", "exported-program": ".pt2"}
 EXPORT_TOLERANCE = 1e-3
 MAX_IMAGE_SIZE = 4096  # a batch of larger images fills any memory
-FEATURES = [importlib.import_module(f"{__name__}.{found.name}") for found in pkgutil.iter_modules(__path__)]
+FEATURES = plugin_modules(__name__, __path__, ("Options",), "a module of config/")  # a feature's options each
 OPTIONS = [module.Options for module in FEATURES] + tricks.OPTIONS  # the fields TrainConfig adds to BaseConfig's
 
 

@@ -148,12 +148,16 @@ def resume(found: tuple[Path, dict] | None, stateful: dict, loader_generator, cf
     if found is None:
         return [], []
     path, state = found
+    mid_epoch = "progress" in state
+    # a trick's sums of an epoch so far: at an epoch's end there are none, and a checkpoint may lack them (one saved
+    # before the trick kept its own)
+    if not mid_epoch:
+        stateful = {name: obj for name, obj in stateful.items() if name in state or not getattr(obj, "epoch_sums", 0)}
     # what a run of this train writes, of the kind it writes: a hand-made or foreign file is refused here, in one line
     kinds = {"config": dict, "metrics": list, "rng": list, **dict.fromkeys(stateful, dict)}
     unusable = [key for key, kind in kinds.items() if not isinstance(state.get(key), kind)]
     if "metrics" not in unusable and state["epoch"] != len(state["metrics"]):  # one row per epoch done
         unusable.append("metrics")
-    mid_epoch = "progress" in state
     if mid_epoch and not _usable_progress(state["progress"]):
         unusable.append("progress")
     history = state.get("changes", [])  # none in a checkpoint of a run never changed

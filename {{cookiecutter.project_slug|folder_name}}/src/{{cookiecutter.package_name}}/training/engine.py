@@ -18,7 +18,7 @@ from ..reports.metrics import confusion_matrix
 from .amp import autocast, scaled_step
 {% endif %}
 
-ADVICE = "lower --lr and start again"
+ADVICE = "lower --lr{{ ' or --clip-grad-norm' if cookiecutter.use_grad_clipping else '' }} and start again"
 
 
 PROGRESS_SECONDS = 30  # without a terminal, a progress line this often

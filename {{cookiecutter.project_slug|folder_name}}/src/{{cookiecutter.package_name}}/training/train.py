@@ -332,9 +332,11 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
             break
 {% endif %}
         val = validate(model)
-        row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"]} | learning_rates(optimizer)
+        row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"]}
         for trick in tricks:
             row |= trick.after_epoch(epoch, model, validate)  # the epoch's figures, before the schedule steps
+        for name, rate in learning_rates(optimizer).items():
+            row.setdefault(name, rate)  # a trick that gives groups rates of their own has logged them
         scheduler.step()
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(row)

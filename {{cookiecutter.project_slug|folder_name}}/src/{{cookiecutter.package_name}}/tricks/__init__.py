@@ -13,14 +13,14 @@ The run calls every trick's hooks at the few points below, in this order; a hook
 Adding a trick is adding a module here: nothing else in the package changes (a helper module's name starts with _).
 """
 
-import importlib
-import pkgutil
+from ..core.options import plugin_modules
 
 
 class Trick:
     """The loop's extension points."""
 
     order = 0  # tricks that replace layers go first (lower), so that the others see the layers that train
+    epoch_sums = False  # True: state() holds only sums of the epoch so far, which an epoch's end starts afresh
 
     def prepare(self, model, device):
         """The plain model on the CPU, before the optimizer takes its parameters and it moves to `device`: the model
@@ -70,23 +70,7 @@ class Trick:
         return {}
 
 
-def _trick_modules() -> list:
-    modules = []
-    for found in pkgutil.iter_modules(__path__):
-        if not found.name.startswith("_"):
-            module = importlib.import_module(f"{__name__}.{found.name}")
-            lacking = [name for name in ("Options", "build") if not hasattr(module, name)]
-            if lacking:  # one line, even for --help: the module is the project's own code
-                where = f"src/{__name__.replace('.', '/')}/{found.name}.py"
-                raise SystemExit(
-                    f"error: {where} has no {' and no '.join(lacking)}; a trick module needs both (see "
-                    "tricks/__init__.py), a helper module's name starts with _"
-                )
-            modules.append(module)
-    return modules
-
-
-MODULES = _trick_modules()
+MODULES = plugin_modules(__name__, __path__, ("Options", "build"), "a trick module")
 OPTIONS = [module.Options for module in MODULES]  # config/'s TrainConfig has the fields of each
 OFF = {name: value for options in OPTIONS for name, value in getattr(options, "off", {}).items()}  # every trick off
 FILES = [name for module in MODULES for name in getattr(module, "FILES", {})]  # what each writes into a run folder

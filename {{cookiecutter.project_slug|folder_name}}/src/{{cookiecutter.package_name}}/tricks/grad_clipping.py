@@ -43,6 +43,7 @@ class GradClipping(Trick):
 
     max_norm: float
     norm_type: float
+    epoch_sums = True  # state() is the epoch's running sums: none to restore at an epoch's end
     norm: object = None  # the norm of the step about to be taken
     norm_sum: object = None  # over the steps taken this epoch
     steps: int = 0
@@ -68,5 +69,12 @@ class GradClipping(Trick):
         return {"norm_sum": self.norm_sum, "steps": self.steps}
 
     def load_state_dict(self, state: dict) -> None:
-        self.norm_sum, self.steps = state["norm_sum"], state["steps"]
+        import torch
+
+        norm_sum, steps = state["norm_sum"], state["steps"]
+        if type(steps) is not int or steps < 0 or (norm_sum is None) != (steps == 0):
+            raise ValueError(f"{steps!r} steps with a norm sum of {norm_sum!r}")
+        if norm_sum is not None and not (isinstance(norm_sum, torch.Tensor) and norm_sum.ndim == 0):
+            raise ValueError(f"the norm sum is {norm_sum!r}, not a number")
+        self.norm_sum, self.steps = norm_sum, steps
 {% endif %}
