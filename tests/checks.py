@@ -18,6 +18,7 @@ except ImportError:  # Python 3.10
 
 RUFF = find_ruff_bin()  # the binary itself: no Python start-up per check
 LEFTOVER_JINJA = ("{{", "}}", "{%", "%}", "cookiecutter.")
+PLUGIN_PACKAGES = ("tricks", "config")  # sub-packages whose __init__.py imports every module it finds beside it
 
 
 def assert_valid_files(project: Path) -> None:
@@ -129,7 +130,8 @@ def assert_imports_resolve(project: Path, facts: dict[Path, tuple]) -> None:
                     else:
                         assert name in modules[base], f"{path}: {package}.{base} lacks {name}".replace(". ", " ")
     packages = {_dotted(source, path) for path in facts if source in path.parents and path.name == "__init__.py"}
-    discovered = {name for name in modules if name.startswith("tricks.")}  # tricks/__init__.py imports each it finds
+    # tricks/__init__.py and config/__init__.py import each module they find beside them
+    discovered = {name for name in modules if name.partition(".")[0] in PLUGIN_PACKAGES and "." in name}
     orphans = set(modules) - imported - discovered - packages - {"__main__"}
     assert not orphans, f"modules nothing imports (left over?): {sorted(orphans)}"
 
@@ -151,9 +153,10 @@ def code_run_by(project: Path, test: Path) -> str:
                 for dotted in (base, *(f"{base}.{name}".lstrip(".") for name in taken)):
                     stem = source / dotted.replace(".", "/") if dotted else source / "__init__"
                     for found in (stem.with_suffix(".py"), stem / "__init__.py"):
-                        # tricks/__init__.py imports every module it finds beside it
-                        tricks = sorted(found.parent.glob("[!_]*.py")) if found == source / "tricks/__init__.py" else []
-                        for module in [found, *tricks]:
+                        # tricks/__init__.py and config/__init__.py import every module they find beside them
+                        plugins = {source / name / "__init__.py" for name in PLUGIN_PACKAGES}
+                        beside = sorted(found.parent.glob("[!_]*.py")) if found in plugins else []
+                        for module in [found, *beside]:
                             if module.is_file() and module not in seen:
                                 seen.add(module)
                                 todo.append(module)
