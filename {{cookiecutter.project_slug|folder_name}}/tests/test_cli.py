@@ -123,7 +123,8 @@ def test_a_plug_in_module_without_what_it_needs_is_one_line_and_a_helper_module_
     copy = tmp_path / "src" / "{{ cookiecutter.package_name }}"
     shutil.copytree(Path(cli.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / package / "_helpers.py").write_text("X = 1\n")
-    probe = [sys.executable, "-c", "from {{ cookiecutter.package_name }}.cli import main; main(['train', '--help'])"]
+    code = "from {{ cookiecutter.package_name }}.cli import main\nmain(['train', '--help'])"
+    probe = [sys.executable, "-c", code]
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "src")}
     done = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "--epochs" in done.stdout, done.stderr

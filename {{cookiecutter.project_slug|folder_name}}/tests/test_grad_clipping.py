@@ -90,7 +90,7 @@ def test_a_saved_state_that_is_not_the_epochs_sums_is_refused():
         {"norm_sum": 3.0, "steps": 2},
         {"norm_sum": torch.ones(2), "steps": 2},
     ]
-    for state in bad:  # resume() turns a ValueError into one line naming the checkpoint
+    for state in bad:  # a ValueError: the checkpoint's loader says in one line that it does not fit
         with pytest.raises(ValueError):
             clipping.load_state_dict(state)
 
