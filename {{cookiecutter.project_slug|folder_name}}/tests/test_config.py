@@ -25,7 +25,7 @@ from {{ cookiecutter.package_name }}.config import FIELDS, TrainConfig, make_con
 from {{ cookiecutter.package_name }}.training import train as train_module
 from {{ cookiecutter.package_name }}.tricks import OFF, OPTIONS
 
-# Literal on purpose, not config.PER_INVOCATION: config.yaml must replay every other field, whatever config.py says.
+# Literal on purpose, not config.PER_INVOCATION: config.yaml must replay every other field, whatever config/ says.
 PER_INVOCATION = {"overwrite", "init_from"{% if cookiecutter.use_checkpointing %}, "resume"{% endif %}}
 # The only values the derivation cannot make valid.
 {% if cookiecutter.use_checkpointing %}
