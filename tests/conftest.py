@@ -16,7 +16,7 @@ import pytest
 from binaryornot.check import is_binary
 from cookiecutter.exceptions import FailedHookException
 from matrix import ACCEPTED, EXTREMES, REJECTED
-from render import baked_project
+from render import SYSTEM_TEMP, SYSTEM_TEMP_VARIABLE, baked_project
 
 
 def pytest_configure(config):
@@ -37,6 +37,10 @@ def pytest_configure(config):
     config.add_cleanup(lambda: shutil.rmtree(private, ignore_errors=True))
     if not hasattr(config, "workerinput"):  # the run's first process: its workers, started later, inherit this
         os.environ[LANE_LOCK] = str(private / "processes-lane.lock")
+        # and so does every process the suite starts (`python -m cookiecutter`, the audit script, torchrun): a render
+        # in a child must not leave its hooks in the system temp dir, which test_hooks watches from another worker
+        os.environ[SYSTEM_TEMP_VARIABLE] = str(SYSTEM_TEMP)
+        os.environ["TMPDIR"] = str(private)
     jinja2.Environment.compile = _compile_once
 
 

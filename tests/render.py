@@ -3,6 +3,7 @@ the pre-generation hook's own rules loaded as code."""
 
 import functools
 import json
+import os
 import tempfile
 import types
 from pathlib import Path
@@ -18,7 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "{{cookiecutter.project_slug|folder_name}}"
 GENERATED_TESTS = TEMPLATE / "tests"
 CONTEXT = json.loads((ROOT / "cookiecutter.json").read_text())
-SYSTEM_TEMP = Path(tempfile.gettempdir())  # read before conftest redirects this process's temp dir
+# read before conftest redirects this process's temp dir, or from the run's first process, which gives its children
+# (xdist's workers too) a private TMPDIR
+SYSTEM_TEMP_VARIABLE = "TORCH_TEMPLATE_SYSTEM_TEMP"
+SYSTEM_TEMP = Path(os.environ.get(SYSTEM_TEMP_VARIABLE) or tempfile.gettempdir())
 CHOICES = {key: value for key, value in CONTEXT.items() if isinstance(value, list) and not key.startswith("_")}
 YES_NO = sorted(key for key, value in CONTEXT.items() if isinstance(value, bool))
 
