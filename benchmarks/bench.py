@@ -207,8 +207,8 @@ def run_generated(model, loader, optimizer, criterion, device, epochs, precision
 
 
 def generated_call(device, precision: str, channels_last: bool = False):
-    """`train_one_epoch` of the render in `--src`, bound to what its signature asks for beyond the common six
-    arguments, and a config that does the bare loop's work in the bare loop's precision and memory format."""
+    """`train_one_epoch` of the render in `--src`, with the render's runtime and a config that does the bare loop's
+    work in the bare loop's precision and memory format."""
     engine = importlib.import_module(f"{PACKAGE}.training.engine")
     config = importlib.import_module(f"{PACKAGE}.config")
     fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
@@ -218,14 +218,12 @@ def generated_call(device, precision: str, channels_last: bool = False):
     if "precision" not in fields and precision != "fp32":
         raise SystemExit(f"--precision {precision}: this render has no mixed precision (render it with use_amp)")
     cfg = config.TrainConfig(**{key: value for key, value in settings.items() if key in fields})
-    extra = {}
+    runtime = engine.Runtime(device, cfg)  # the render's own, as train() makes it: fp16's scaler on CUDA alone
     for name, parameter in list(inspect.signature(engine.train_one_epoch).parameters.items())[6:]:
-        if name == "scaler":  # the render's own, as train() makes it: disabled unless fp16 on CUDA
-            extra[name] = importlib.import_module(f"{PACKAGE}.training.amp").make_scaler(precision, device)
-        elif parameter.default is inspect.Parameter.empty:
+        if parameter.default is inspect.Parameter.empty:
             raise SystemExit(f"train_one_epoch of {PACKAGE} needs `{name}`, which bench.py does not know how to pass")
     return lambda model, loader, criterion, optimizer: engine.train_one_epoch(
-        model, loader, criterion, optimizer, device, cfg, **extra
+        model, loader, criterion, optimizer, runtime, cfg
     )
 
 

@@ -38,8 +38,8 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_resumed_run_equals_an_uninterrupted_one_bitwise",
     ),
     "clipping before unscaling under AMP": (
-        "engine.py",
-        "scaler.unscale_(optimizer)",
+        "amp.py",
+        "self.scaler.unscale_(optimizer)",
         "pass",
         "tests/test_grad_clipping.py",
     ),
@@ -183,9 +183,9 @@ MUTATIONS = {
         "tests/test_speed_tricks.py::test_channels_last_trains_in_that_layout_to_the_same_result",
     ),
     "a finished run taken over": (
-        "train.py",
-        "    check_continuation(out, found, cfg)",
-        "    pass",
+        "checkpoint.py",
+        "        check_continuation(self.out, self.found, self.cfg)",
+        "        pass",
         "tests/test_checkpoint.py::test_a_finished_run_is_only_continued_from_its_own_newest_checkpoint_with_more_epochs",
     ),
     "writes follow planted links": (
@@ -231,9 +231,9 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_a_diverging_run_keeps_the_last_good_checkpoint",
     ),
     "a step fp16's scaler skipped still moves the EMA and counts in grad_norm": (  # the one after-step block
-        "engine.py",
-        "taken = scaled_step(scaler, optimizer)",
-        "taken = scaled_step(scaler, optimizer) or True",
+        "amp.py",
+        "return scaled_step(self.scaler, optimizer)",
+        "return scaled_step(self.scaler, optimizer) or True",
         "tests/test_amp.py::test_a_step_the_scaler_skips_leaves_no_trace_in_the_statistics",
     ),
     "more workers than visible GPUs": (
@@ -335,7 +335,7 @@ MUTATIONS = {
     ),
     "DDP validation loss not summed over the ranks": (
         "engine.py",
-        "    all_reduce(loss_sum)\n",
+        "    runtime.total(loss_sum)\n",
         "",
         "tests/test_distributed.py::test_two_ranks_validate_to_the_figures_of_one_process",
     ),
@@ -407,9 +407,9 @@ MUTATIONS = {
         "tests/test_datasets.py::test_class_names_with_spaces_survive_the_whole_run",
     ),
     "checkpoints without their class names": (
-        "train.py",
-        '    stateful["classes"] = ClassNames(data.classes)',
-        "    pass",
+        "checkpoint.py",
+        'self.stateful = stateful | {"classes": ClassNames(data.classes)}',
+        "self.stateful = stateful",
         "tests/test_checkpoint.py::test_a_resume_onto_data_with_other_classes_is_refused",
     ),
     "a second run into a folder in use": (
@@ -651,8 +651,8 @@ MUTATIONS = {
     ),
     "accumulation clips each batch's partial gradient, not the group's mean": (
         "engine.py",
-        "        scaler.scale(loss / group_size).backward()\n",
-        "        scaler.scale(loss / group_size).backward()\n"
+        "        runtime.backward(loss / group_size)\n",
+        "        runtime.backward(loss / group_size)\n"
         "        for trick in tricks if not update else ():\n"
         "            trick.before_step(model)\n",
         "tests/test_speed_tricks.py::test_accumulating_k_batches_of_b_equals_one_batch_of_kb",
@@ -747,9 +747,9 @@ MUTATIONS = {
     ),
     # Issue 26: the trackers. The all-on render logs to MLflow; a 5th item names another tracker's render.
     "the tracked run's id not kept in the checkpoint": (
-        "train.py",
-        '    stateful["tracker"] = tracker  # its run id: a resumed run logs into the same tracked run',
-        "    pass",
+        "tracked.py",
+        'return super().restore(stateful | {"tracker": self.tracker}, data)',
+        "return super().restore(stateful, data)",
         "tests/test_tracking.py::test_a_resumed_run_logs_into_the_same_tracked_run",
     ),
     "a tracker's exception stops the training run": (
@@ -997,7 +997,7 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_checkpoint_every_minutes_saves_when_the_time_has_come",
     ),
     "the restart count ignored": (
-        "launcher.py",
+        "distributed.py",
         'restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))',
         "restarts = 0",
         "tests/test_distributed.py::test_workers_restarted_by_torchrun_continue_from_the_newest_checkpoint_of_their_run",
@@ -1010,7 +1010,7 @@ MUTATIONS = {
     ),
     "DDP ranks evaluate their own EMA statistics": (
         "train.py",
-        "        broadcast_buffers(net)",
+        "        runtime.share_buffers(net)",
         "        pass",
         "tests/test_distributed.py::test_a_slurm_job_warned_before_its_time_limit_requeues_and_resumes_exactly",
     ),
@@ -1131,9 +1131,9 @@ MUTATIONS = {
         "tests/test_checkpoint.py::test_a_run_folder_is_continued_only_from_its_own_newest_checkpoint",
     ),
     "--overwrite skips the continuation checks": (
-        "train.py",
-        "    check_continuation(out, found, cfg)\n",
-        "    if not cfg.overwrite:\n        check_continuation(out, found, cfg)\n",
+        "checkpoint.py",
+        "        check_continuation(self.out, self.found, self.cfg)\n",
+        "        if not self.cfg.overwrite:\n            check_continuation(self.out, self.found, self.cfg)\n",
         "tests/test_checkpoint.py::test_overwrite_never_resumes_a_checkpoint_with_no_epoch_left_to_train",
     ),
     "a finished run continued keeps its old model.pt": (
@@ -1181,7 +1181,7 @@ MUTATIONS = {
     ),
     "the last line credits model.pt with the best epoch's figure": (
         "train.py",
-        "    said += f\"): {out / 'best.pt'}\"",
+        '    said += f"): {out / best_file}" if best_file else "; no file keeps its weights)"',
         "    said += f\"): {out / 'model.pt'}\"",
         "tests/test_train.py::test_the_last_line_names_the_file_that_holds_each_figure",
     ),
@@ -1312,9 +1312,9 @@ MUTATIONS = {
         "tests/test_tracking.py::test_a_run_that_raises_ends_its_tracked_run_saying_why",
     ),
     "a run not tracked from its start": (
-        "train.py",
-        "    tracker.start(len(rows) + 1)",
-        "    pass",
+        "tracked.py",
+        "        self.tracker.start(first_epoch)",
+        "        pass",
         "tests/test_tracking.py::test_a_run_is_tracked_with_its_config_from_its_start",
     ),
     "a sidecar mean far outside the pixels' range accepted": (

@@ -449,7 +449,12 @@ ENTRIES = [
 ]
 # The tracker prompt (a choice): an entry per tracker, whose `prompt` is "tracker=<value>". The files every tracker
 # has (TRACKING_FILES) exist exactly when one is chosen.
-TRACKING_FILES = ("{package}/reports/tracking.py", "{package}/config/tracker.py", "tests/test_tracking.py")
+TRACKING_FILES = (
+    "{package}/reports/tracking.py",
+    "{package}/config/tracker.py",
+    "{package}/training/tracked.py",
+    "tests/test_tracking.py",
+)
 TRACKERS = [
     Trick(
         prompt="tracker=tensorboard",

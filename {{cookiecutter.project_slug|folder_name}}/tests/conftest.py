@@ -12,6 +12,7 @@ from PIL import Image
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.files import LOCK_FILE
 from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.training.engine import Runtime
 from {{ cookiecutter.package_name }}.tricks import OFF
 
 # Every optional trick of this render switched off, for tests that compare a run with a plain one worked out by hand:
@@ -22,12 +23,11 @@ NEUTRAL = {
     "precision": "fp32",
 {% endif %}
 }
-{% if cookiecutter.use_amp %}
-# train_one_epoch's keyword arguments for plain steps: the loss scaler is off
-PLAIN_STEP = {"scaler": torch.amp.GradScaler("cpu", enabled=False)}
-{% else %}
-PLAIN_STEP: dict = {}  # train_one_epoch's keyword arguments for plain steps: none in this render
-{% endif %}
+
+
+def plain_runtime(device: torch.device = torch.device("cpu")) -> Runtime:
+    """The loop's runtime for plain steps{{ " (fp32, nothing scaled)" if cookiecutter.use_amp }}{{ ", within the process group where there is one" if cookiecutter.use_distributed }}."""
+    return Runtime(device, TrainConfig(**NEUTRAL))
 
 
 def listing(folder: Path) -> list[str]:

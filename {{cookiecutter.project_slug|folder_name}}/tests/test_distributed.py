@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import NEUTRAL, PLAIN_STEP
+from conftest import NEUTRAL, plain_runtime
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
@@ -29,7 +29,6 @@ from {{ cookiecutter.package_name }}.core import distributed, launcher
 from {{ cookiecutter.package_name }}.core.errors import DataError, TrainingDiverged, UserError
 from {{ cookiecutter.package_name }}.data import loaders, samplers, sources
 from {{ cookiecutter.package_name }}.models import build_model
-from {{ cookiecutter.package_name }}.training import engine
 from {{ cookiecutter.package_name }}.training import train as train_module
 from {{ cookiecutter.package_name }}.training.engine import evaluate, train_one_epoch
 
@@ -88,7 +87,7 @@ def test_more_workers_than_visible_gpus_is_one_clear_error(monkeypatch, answers)
 
 
 def test_a_global_batch_must_divide_by_the_world(tiny_config, monkeypatch):
-    monkeypatch.setattr(train_module, "world_size", lambda: 3)
+    monkeypatch.setattr(distributed, "world_size", lambda: 3)
     with pytest.raises(UserError, match="--batch-size 16 is global and must divide by the 3 processes"):
         train_module.train(tiny_config)
 
@@ -318,7 +317,7 @@ def _config() -> TrainConfig:
 
 def _epoch(model, batches) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, CPU, _config(), **PLAIN_STEP)
+    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime(), _config())
 
 
 @pytest.fixture
@@ -363,11 +362,11 @@ def test_accumulation_all_reduces_once_per_group_not_per_batch(one_rank_group):
     batches = [(images[:4], targets[:4]) for images, targets in _batches() for _ in range(2)]  # 4 batches
     cfg = dataclasses.replace(_config(), accumulate_steps=2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, CPU, cfg, **PLAIN_STEP)
+    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime(), cfg)
     assert all_reduces == [0, 0]  # one bucket, reduced at the end of each group of 2 batches
 
 
-def test_a_rank_stops_when_its_own_or_another_ranks_loss_diverged_and_says_which(monkeypatch):
+def test_a_rank_stops_when_its_own_or_another_ranks_loss_diverged_naming_its_own_step(monkeypatch):
     broken = _model()
     broken[-1].bias.data.fill_(float("nan"))
     with pytest.raises(TrainingDiverged, match="^the training loss became NaN or infinite at step 1; "):
@@ -377,8 +376,8 @@ def test_a_rank_stops_when_its_own_or_another_ranks_loss_diverged_and_says_which
         totals[-1] = 1.0  # the summed "diverged" flag: this rank's own loss stayed finite
         return totals
 
-    monkeypatch.setattr(engine, "all_reduce", another_rank_diverged)
-    with pytest.raises(TrainingDiverged, match="^the training loss became NaN or infinite on another rank; "):
+    monkeypatch.setattr(distributed, "all_reduce", another_rank_diverged)
+    with pytest.raises(TrainingDiverged, match="^the training loss became NaN or infinite; "):
         _epoch(_model(), _batches())
 
 
@@ -410,7 +409,7 @@ def _validation(folder: str) -> dict:
     cfg = TrainConfig(data=folder, image_size=16, batch_size=2, num_workers=0, mean=[0.5] * 3, std=[0.5] * 3)
     torch.manual_seed(0)
     model = build_model("small_cnn", 2)
-    return evaluate(model, loaders.build_data(cfg, CPU, train=False).val, CPU, num_classes=2)
+    return evaluate(model, loaders.build_data(cfg, CPU, train=False).val, plain_runtime(), num_classes=2)
 
 
 def _rank_validates_its_share(rank: int, store: str, folder: str, out: str) -> None:
@@ -500,17 +499,17 @@ def test_workers_restarted_by_torchrun_continue_from_the_newest_checkpoint_of_th
     for name in ("TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"):
         monkeypatch.delenv(name, raising=False)
     cfg = TrainConfig(output_dir="runs/a", init_from="weights.pt", overwrite=True)
-    assert launcher.continue_after_restart(cfg) is cfg  # not under torchrun --max-restarts
+    assert distributed.continue_after_restart(cfg) is cfg  # not under torchrun --max-restarts
     monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "3")
-    assert launcher.continue_after_restart(cfg) is cfg  # the first start: as given
+    assert distributed.continue_after_restart(cfg) is cfg  # the first start: as given
     with pytest.raises(UserError, match="^torchrun --max-restarts restarts into the same run only with --output-dir"):
-        launcher.continue_after_restart(TrainConfig())  # a folder named by the time: another one each start
+        distributed.continue_after_restart(TrainConfig())  # a folder named by the time: another one each start
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "2")
     continued = dataclasses.replace(cfg, init_from=None, overwrite=False, resume="auto")  # how it began is done
-    assert launcher.continue_after_restart(cfg) == continued
+    assert distributed.continue_after_restart(cfg) == continued
     assert "restart 2 by torchrun: continuing from the newest checkpoint" in capsys.readouterr().out
     resumed = TrainConfig(resume="runs/b/last.pt")  # its folder: the one that run continues in
-    assert launcher.continue_after_restart(resumed) == TrainConfig(resume="auto", output_dir="runs/b")
+    assert distributed.continue_after_restart(resumed) == TrainConfig(resume="auto", output_dir="runs/b")
 
 
 @pytest.mark.parametrize(

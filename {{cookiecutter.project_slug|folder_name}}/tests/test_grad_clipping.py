@@ -7,7 +7,7 @@ from torch import nn
 
 from {{ cookiecutter.package_name }}.data.loaders import build_data
 from {{ cookiecutter.package_name }}.models import SmallCNN
-from {{ cookiecutter.package_name }}.training.engine import train_one_epoch
+from {{ cookiecutter.package_name }}.training.engine import Runtime, train_one_epoch
 from {{ cookiecutter.package_name }}.training.train import resolve, train
 from {{ cookiecutter.package_name }}.tricks import grad_clipping
 
@@ -42,12 +42,13 @@ def clipped_epoch(tiny_config, precision: str, scaled: bool, **changes) -> tuple
     norm_type = cfg.clip_grad_norm_type
     optimizer.register_step_pre_hook(lambda opt, args, kwargs: norms.append(total_norm(model.parameters(), norm_type)))
     clipping = grad_clipping.build(cfg, 10)
+    runtime = Runtime(CPU, cfg)
 {% if cookiecutter.use_amp %}
-    step = {"scaler": torch.amp.GradScaler("cpu", init_scale=2.0**12, enabled=scaled), "tricks": [clipping]}
-{% else %}
-    step = {"tricks": [clipping]}
+    # this precision as it is, even where the CPU would take another; fp16 as it would be scaled on a GPU
+    runtime.precision, runtime.scaler = precision, torch.amp.GradScaler("cpu", init_scale=2.0**12, enabled=scaled)
 {% endif %}
-    stats = train_one_epoch(model, build_data(cfg, CPU).train, nn.CrossEntropyLoss(), optimizer, CPU, cfg, **step)
+    batches = build_data(cfg, CPU).train
+    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, runtime, cfg, tricks=[clipping])
     return norms, stats | clipping.after_epoch(1, model, validate=None)
 
 

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import NEUTRAL, PLAIN_STEP
+from conftest import NEUTRAL, plain_runtime
 from torch import nn
 from torchvision.transforms import v2
 
@@ -96,7 +96,7 @@ def test_train_acc_counts_the_label_with_the_larger_share_of_each_mixed_image(ti
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     cfg = replace(tiny_config, max_steps_per_epoch=None, **NEUTRAL)
     cpu, mix = torch.device("cpu"), [Mix(shifted)]
-    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, cpu, cfg, **PLAIN_STEP, tricks=mix)
+    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime(cpu), cfg, tricks=mix)
     assert stats["train_acc"] == 0.5  # against the original labels it would be 0
 
 

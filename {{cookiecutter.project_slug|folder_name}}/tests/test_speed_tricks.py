@@ -2,7 +2,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import NEUTRAL, PLAIN_STEP
+from conftest import NEUTRAL, plain_runtime
 from torch import nn
 
 from {{ cookiecutter.package_name }}.training import train as train_module
@@ -46,7 +46,7 @@ def test_an_incomplete_last_group_steps_on_its_own_mean_gradient(tiny_config):
     criterion, device = nn.CrossEntropyLoss(), torch.device("cpu")
     optimizer = torch.optim.SGD(accumulated.parameters(), lr=0.5)
     cfg = replace(tiny_config, accumulate_steps=2, max_steps_per_epoch=None, **NEUTRAL)
-    train_one_epoch(accumulated, batches, criterion, optimizer, device, cfg, **PLAIN_STEP)
+    train_one_epoch(accumulated, batches, criterion, optimizer, plain_runtime(device), cfg)
 
     def distance_to_steps_by_hand(last_batch_weight: float) -> float:
         model = no_batchnorm_model("", 10)

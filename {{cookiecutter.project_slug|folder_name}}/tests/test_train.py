@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 import torch
 import yaml
-from conftest import NEUTRAL, PLAIN_STEP
+from conftest import NEUTRAL, plain_runtime
 from torch import nn
 
 from {{ cookiecutter.package_name }}.config import TrainConfig, load_config_file, make_config
@@ -14,6 +14,7 @@ from {{ cookiecutter.package_name }}.data.sources import SyntheticImages
 from {{ cookiecutter.package_name }}.models import SmallCNN, build_model
 from {{ cookiecutter.package_name }}.reports.metrics import confusion_matrix, per_class_report
 from {{ cookiecutter.package_name }}.training import engine
+from {{ cookiecutter.package_name }}.training import train as train_module
 from {{ cookiecutter.package_name }}.training.optim import L1Penalty, build_optimizer, warmup_cosine
 from {{ cookiecutter.package_name }}.training.train import train
 
@@ -172,12 +173,9 @@ def test_progress_shows_as_a_bar_in_a_terminal_and_as_lines_elsewhere(capsys, mo
     monkeypatch.setattr(engine.sys.stderr, "isatty", lambda: False)
     lines = engine._batches(loader, 4, "val")
     assert isinstance(lines, engine.ProgressLines) and len(lines) == 4 and [int(b) for b in lines] == [0, 1, 2, 3]
-{% if cookiecutter.use_distributed %}
-    monkeypatch.setattr(engine, "is_main", lambda: False)  # another process than rank 0: no progress shown
     monkeypatch.setattr(engine.sys.stderr, "isatty", lambda: True)  # not even in a terminal
-    quiet = engine._batches(loader, 2, "val")
+    quiet = engine._batches(loader, 2, "val", shown=False)  # a process other than the main one
     assert isinstance(quiet, tqdm) and quiet.disable is True and quiet.total == 2 and [int(b) for b in quiet] == [0, 1]
-{% endif %}
 
 
 def test_synthetic_splits_have_their_sizes_and_seeds():
@@ -350,8 +348,8 @@ def test_the_loops_figures_are_exact_sums_kept_on_the_device_it_is_given(tiny_co
     layouts = []
     model.register_forward_pre_hook(lambda _, inputs: layouts.append(inputs[0].is_contiguous(memory_format=layout)))
     with torch.device("meta"):
-        stats = engine.train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, cpu, cfg, **PLAIN_STEP)
-        figures = engine.evaluate(model, batches, cpu, 3)
+        stats = engine.train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime(cpu), cfg)
+        figures = engine.evaluate(model, batches, plain_runtime(cpu), 3)
     assert stats["train_loss"] == pytest.approx(loss, rel=1e-6) and stats["train_acc"] == accuracy
     assert figures["val_loss"] == pytest.approx(loss, rel=1e-6) and figures["val_acc"] == accuracy
     assert figures["confusion"].device == cpu and figures["confusion"].sum() == 12
@@ -367,3 +365,57 @@ def test_workers_default_to_some_for_photos_and_gpus_and_none_for_synthetic_imag
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
     assert _default_workers(TrainConfig(data="synthetic")) == 8  # one process cannot keep a GPU busy
     assert _default_workers(TrainConfig(data="synthetic", device="cpu")) == 0
+
+
+def test_the_run_and_its_steps_go_through_the_methods_a_feature_extends(tiny_config, monkeypatch):
+    """What core/runtime.py and training/run.py name is what train() calls, where they say: 2 epochs of 4 batches in
+    groups of 2 are 4 backward passes and 2 optimizer steps an epoch, and the run's own methods come around them."""
+    calls = []
+
+    class RecordedRuntime(train_module.Runtime):
+        def backward(self, loss):
+            calls.append("backward")
+            super().backward(loss)
+
+        def step(self, optimizer, before_step):
+            calls.append("step")
+            return super().step(optimizer, before_step)
+
+    class RecordedRun(train_module.Run):
+        def check(self):
+            calls.append("check")
+            super().check()
+
+        def restore(self, stateful, data):
+            calls.append("restore")
+            return super().restore(stateful, data)
+
+        def begin(self, first_epoch):
+            calls.append(f"begin at {first_epoch}")
+            super().begin(first_epoch)
+
+        def start_epoch(self, epoch):
+            calls.append(f"epoch {epoch}")
+            return super().start_epoch(epoch)
+
+        def end_epoch(self, rows, val):
+            calls.append(f"end of {rows[-1]['epoch']}")
+            super().end_epoch(rows, val)
+
+        def end_epochs(self):
+            calls.append("epochs done")
+            super().end_epochs()
+
+        def finish(self, best):
+            calls.append("finish")
+            super().finish(best)
+
+    monkeypatch.setattr(train_module, "Runtime", RecordedRuntime)
+    monkeypatch.setattr(train_module, "Run", RecordedRun)
+    train(replace(tiny_config, epochs=2, max_steps_per_epoch=4, accumulate_steps=2, **NEUTRAL))
+    epoch = ["backward", "backward", "step"] * 2
+    assert calls == [
+        *["check", "restore", "begin at 1"],
+        *["epoch 1", *epoch, "end of 1", "epoch 2", *epoch, "end of 2"],
+        *["epochs done", "finish"],
+    ]

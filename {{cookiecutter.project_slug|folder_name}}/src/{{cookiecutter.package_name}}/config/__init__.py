@@ -160,6 +160,14 @@ PER_INVOCATION |= {name for options in OPTIONS for name in getattr(options, "per
 TYPES = typing.get_type_hints(TrainConfig)
 
 
+def resolve_options(cfg: TrainConfig) -> dict:
+    """The automatic values of the features' and tricks' options, filled in (each Options' `resolve`)."""
+    resolved = {}
+    for options in OPTIONS:
+        resolved |= options.resolve(cfg) if hasattr(options, "resolve") else {}
+    return resolved
+
+
 def base_type(hint):
     """`int | None` -> int, `list[float] | None` -> list[float]."""
     if isinstance(hint, types.UnionType):

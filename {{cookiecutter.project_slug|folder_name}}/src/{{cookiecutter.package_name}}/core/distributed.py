@@ -8,20 +8,26 @@ progress bars and writes files; every rank computes the same, exactly reduced me
 """
 
 import contextlib
+{% if cookiecutter.use_checkpointing %}
+import dataclasses
+{% endif %}
 import datetime
 {% if cookiecutter.use_checkpointing %}
 import functools
 {% endif %}
 import os
 import sys
+{% if cookiecutter.use_checkpointing %}
+from pathlib import Path
+{% endif %}
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import Sampler
 
-from .errors import DeviceError
-from .runtime import no_visible_gpu
+from .errors import DeviceError, UserError
+from .runtime import Runtime, no_visible_gpu
 
 
 def launched() -> bool:
@@ -184,6 +190,24 @@ def sync_gradients(model: torch.nn.Module, now: bool) -> None:
         wrapped.require_backward_grad_sync = now
 
 
+{% if cookiecutter.use_checkpointing %}
+def continue_after_restart(cfg):
+    """Under `torchrun --max-restarts K`, torchrun starts the workers again after one fails: they continue from the
+    newest checkpoint of the run folder, as --resume auto would. That folder must be named: a default one is new
+    on every start."""
+    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    may_restart = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0
+    if may_restart and not cfg.output_dir and cfg.resume in (None, "auto"):
+        raise UserError("torchrun --max-restarts restarts into the same run only with --output-dir: give one")
+    if not restarts:
+        return cfg
+    print(f"restart {restarts} by torchrun: continuing from the newest checkpoint")  # rank 0 alone prints
+    output_dir = cfg.output_dir or str(Path(cfg.resume).parent)
+    # how the first start began (--init-from, --overwrite) is done: a restart only continues
+    return dataclasses.replace(cfg, resume="auto", output_dir=output_dir, init_from=None, overwrite=False)
+
+
+{% endif %}
 class ShardSampler(Sampler):
     """Every index exactly once across ranks, no padding: evaluation sums stay exact."""
 
@@ -195,4 +219,44 @@ class ShardSampler(Sampler):
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+class DataParallel(Runtime):
+    """The loop's runtime in a worker of a data-parallel job: DDP's model, gradients all-reduced once per optimizer
+    step, sums over every rank, rank 0 alone writing. Outside a job, the plain runtime."""
+
+    @classmethod
+    def start(cls, cfg):
+        device = setup(cfg.device, cfg.gpus, cfg.dist_timeout)  # None when not launched: one process
+        if cfg.batch_size % world_size():
+            raise UserError(f"--batch-size {cfg.batch_size} is global and must divide by the {world_size()} processes")
+        return cls(device, cfg) if device else super().start(cfg)
+{% if cookiecutter.use_checkpointing %}
+
+    def settle(self, cfg):
+        # restarted by torchrun --max-restarts: from the newest checkpoint
+        return super().settle(continue_after_restart(cfg))
+{% endif %}
+
+    @property
+    def is_main(self) -> bool:
+        return is_main()
+
+    def shared(self, obj):
+        return broadcast(obj)
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        return wrap(model, self.device)
+
+    def start_batch(self, model: torch.nn.Module, update: bool) -> None:
+        sync_gradients(model, update)  # the inner batches of a group skip DDP's all-reduce
+
+    def total(self, tensor: torch.Tensor) -> torch.Tensor:
+        return all_reduce(tensor)
+
+    def share_buffers(self, model: torch.nn.Module) -> None:
+        broadcast_buffers(model)
+
+    def barrier(self) -> None:
+        barrier()
 {% endif %}

@@ -1,13 +1,10 @@
 {% if cookiecutter.use_distributed %}
 """Starting the workers of a job on this machine: `train --gpus 0,1` (or `--device cpu --nproc 2`) runs PyTorch's own
 launcher, torch.distributed.run, in this process; a job whose workers failed ends with one line naming the cause
-and how to go on{% if cookiecutter.use_checkpointing %}, and a worker restarted by torchrun continues from the newest checkpoint{% endif %}.
+and how to go on.
 """
 
 import contextlib
-{% if cookiecutter.use_checkpointing %}
-import dataclasses
-{% endif %}
 import json
 import logging
 import os
@@ -40,24 +37,6 @@ REPORTS = "{{ cookiecutter.package_name | upper }}_WORKER_REPORTS"
 SCRIPT = "{{ cookiecutter.project_slug }}"
 
 
-{% if cookiecutter.use_checkpointing %}
-def continue_after_restart(cfg):
-    """Under `torchrun --max-restarts K`, torchrun starts the workers again after one fails: they continue from the
-    newest checkpoint of the run folder, as --resume auto would. That folder must be named: a default one is new
-    on every start."""
-    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    may_restart = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0
-    if may_restart and not cfg.output_dir and cfg.resume in (None, "auto"):
-        raise UserError("torchrun --max-restarts restarts into the same run only with --output-dir: give one")
-    if not restarts:
-        return cfg
-    print(f"restart {restarts} by torchrun: continuing from the newest checkpoint")  # rank 0 alone prints
-    output_dir = cfg.output_dir or str(Path(cfg.resume).parent)
-    # how the first start began (--init-from, --overwrite) is done: a restart only continues
-    return dataclasses.replace(cfg, resume="auto", output_dir=output_dir, init_from=None, overwrite=False)
-
-
-{% endif %}
 def workers_wanted(cfg) -> int:
     """--nproc when given, else one worker per --gpus id when training on GPUs, else one. On GPUs, never more
     workers than visible GPUs: the extra ones would die in CUDA with 'invalid device ordinal'."""

@@ -1,4 +1,5 @@
-"""Process set-up: which GPUs are visible, which device to use, and every random seed."""
+"""Process set-up: which GPUs are visible, which device to use, every random seed, and the `Runtime` the training loop
+runs with."""
 
 import contextlib
 import os
@@ -109,3 +110,62 @@ def seed_worker(worker_id: int) -> None:
     seed = torch.initial_seed() % 2**32
     np.random.seed(seed)
     random.seed(seed)
+
+
+class Runtime:
+    """How the training loop runs on this machine: on `device`, in one process, in the model's own precision. The loop
+    and train() reach the device, the processes and the arithmetic of a step through these methods alone; a feature
+    that changes how a step runs extends them (training/engine.py puts this repo's runtime together)."""
+
+    is_main = True  # the process that prints, shows progress and writes the run's files
+
+    def __init__(self, device: torch.device, cfg):
+        self.device = device
+
+    @classmethod
+    def start(cls, cfg):
+        """The runtime `cfg` asks for on this machine."""
+        return cls(resolve_device(cfg.device, cfg.gpus), cfg)
+
+    def settle(self, cfg):
+        """`cfg` with what this runtime decided for it."""
+        return cfg
+
+    def shared(self, obj):
+        """The main process's `obj`, in every process."""
+        return obj
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The model as the loop trains it."""
+        return model
+
+    def start_batch(self, model: torch.nn.Module, update: bool) -> None:
+        """Before a batch's forward pass; `update`: the optimizer steps after this batch's backward."""
+
+    def forward_pass(self):
+        """The context of a forward pass."""
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def step(self, optimizer: torch.optim.Optimizer, before_step) -> bool:
+        """The optimizer step, after `before_step()` has seen the gradients as the loss defines them; False when the
+        step was skipped."""
+        before_step()
+        optimizer.step()
+        return True
+
+    def total(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` summed over the processes, in place."""
+        return tensor
+
+    def share_buffers(self, model: torch.nn.Module) -> None:
+        """The main process's buffers (BatchNorm's statistics) in every process."""
+
+    def barrier(self) -> None:
+        """Wait here for every process."""
+
+    def state(self) -> dict:
+        """What checkpoints keep of this runtime."""
+        return {}

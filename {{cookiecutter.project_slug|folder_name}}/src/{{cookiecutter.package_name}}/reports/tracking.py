@@ -76,12 +76,6 @@ TAGS |= {"ema_val_loss": "loss/ema_val", "ema_val_acc": "accuracy/ema_val"}  # b
 
 
 {% if cookiecutter.tracker == "mlflow" %}
-def resolve_store(uri: str | None) -> str:
-    """--tracking-uri, else $MLFLOW_TRACKING_URI, else mlruns/ where the command runs; a folder made absolute."""
-    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or "mlruns"
-    return uri if "://" in uri else os.path.abspath(uri)
-
-
 def store_lock(uri: str):
     """Runs that start together take turns to open an SQLite store: two that both create a new one fail in its
     migrations ("duplicate column name"), and two that both create the experiment fail on its name."""

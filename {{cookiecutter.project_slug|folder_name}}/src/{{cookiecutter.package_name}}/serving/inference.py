@@ -24,10 +24,7 @@ from ..data.transforms import build_transform
 from ..models import build_model, load_weights
 from ..reports.metrics import write_reports
 from ..reports.plots import plot_run
-{% if cookiecutter.use_amp %}
-from ..training.amp import resolve_precision
-{% endif %}
-from ..training.engine import evaluate
+from ..training.engine import Runtime, evaluate
 from .predictions import predict_images
 
 
@@ -95,12 +92,7 @@ def evaluate_run(
     data = build_data(cfg, device, train=False)
     if data.classes != classes:
         raise DataError(f"{cfg.data} has classes {data.classes}, the model was trained on {classes}")
-{% if cookiecutter.use_amp %}
-    precision = resolve_precision(cfg.precision, device)  # saved for the training device: fp16 has no CPU autocast
-    stats = evaluate(model, data.val, device, len(classes), precision=precision)
-{% else %}
-    stats = evaluate(model, data.val, device, len(classes))
-{% endif %}
+    stats = evaluate(model, data.val, Runtime(device, cfg), len(classes))  # as trained, on this device
     out = own_folder(output_dir or default_evaluation_dir(weights, cfg.data, tta), replace_link=not output_dir)
     write_reports(out, stats["confusion"], classes)
     plot_run(out)

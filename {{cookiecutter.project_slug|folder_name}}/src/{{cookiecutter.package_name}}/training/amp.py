@@ -2,11 +2,13 @@
 """Mixed precision: autocast in bf16 or fp16 on the device in use; a GradScaler only for fp16 on an accelerator."""
 
 import contextlib
+import dataclasses
 import sys
 
 import torch
 
 from ..core.errors import DeviceError
+from ..core.runtime import Runtime
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -67,4 +69,30 @@ def scaled_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) 
 def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
     """fp16 gradients underflow without loss scaling; bf16 has float32's range and needs none."""
     return torch.amp.GradScaler(device.type, enabled=precision == "fp16" and device.type != "cpu")
+
+
+class MixedPrecision(Runtime):
+    """The loop's forward passes in `--precision` (that of the device, `resolve_precision`), fp16's losses scaled."""
+
+    def __init__(self, device: torch.device, cfg):
+        super().__init__(device, cfg)
+        self.precision = resolve_precision(cfg.precision, device)
+        self.scaler = make_scaler(self.precision, device)
+
+    def settle(self, cfg):
+        return dataclasses.replace(super().settle(cfg), precision=self.precision)
+
+    def forward_pass(self):
+        return autocast(self.precision, self.device)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.scaler.scale(loss).backward()
+
+    def step(self, optimizer: torch.optim.Optimizer, before_step) -> bool:
+        self.scaler.unscale_(optimizer)  # the true gradients from here on (the step would unscale them anyway)
+        before_step()
+        return scaled_step(self.scaler, optimizer)  # False when fp16's scaler skipped the step: inf/NaN gradients
+
+    def state(self) -> dict:
+        return super().state() | {"scaler": self.scaler}
 {% endif %}

@@ -11,27 +11,31 @@ from ..config.checkpointing import CHECKPOINT_EVERY
 from ..core.distributed import Agreement, is_distributed
 {% endif %}
 from ..core.errors import ModelError
+{% if cookiecutter.use_distributed %}
+from ..core.launcher import note_run_folder
+{% endif %}
 from ..data.loaders import start_epoch
 from ..reports.metrics import stopped_early
-from ..tricks import Trick
-from .checkpoint_file import save_checkpoints
-from .continuation import FITTING
+from .checkpoint_file import ClassNames, save_checkpoints
+from .continuation import FITTING, check_continuation, find_checkpoint, resume, resumed_progress
 from .engine import Progress
-from .stop_signals import GracefulStop, current_stop
+from .run import Run
+from .stop_signals import GracefulStop, catching_stop_signals, current_stop
 
 
-class Checkpoints(Trick):
-    """The checkpoints of a run: after each epoch, and in the middle of one every --checkpoint-every (optimizer steps
-    or minutes) and at the step a stop signal arrives. A mid-epoch checkpoint is written after an optimizer step, so
-    a signal inside a group of --accumulate-steps batches lets the group finish first. The epoch loop reaches it as it
-    reaches a trick (after_batch)."""
+class Checkpoints(Run):
+    """A run that can be continued (--resume) from its checkpoints: after each epoch, and in the middle of one every
+    --checkpoint-every (optimizer steps or minutes) and at the step a stop signal arrives. A mid-epoch checkpoint is
+    written after an optimizer step, so a signal inside a group of --accumulate-steps batches lets the group finish
+    first."""
 
-    def __init__(self, out: Path, stateful: dict, loader, metrics: list[dict], cfg, resumed: Progress | None, changes):
-        self.out, self.stateful, self.loader, self.metrics, self.cfg = out, stateful, loader, metrics, cfg
-        self.changes = changes  # every resume's so far: each checkpoint holds them, changes.csv shows them
+    best_file = "best.pt"
+
+    def __init__(self, out: Path, cfg, runtime):
         stop = current_stop()  # train()'s: a signal as it started stops it at once
         self.stop = GracefulStop() if stop is None else stop  # (a GracefulStop is falsy until a signal comes)
-        self.resumed, self.saved, self.stopped = resumed, None, False
+        self.saved = None
+        super().__init__(out, cfg, runtime)
         every = CHECKPOINT_EVERY.fullmatch(str(cfg.checkpoint_every)) if cfg.checkpoint_every else None
         count, minutes = every.groups() if every else (None, None)
         self.every_steps = int(count) if count and not minutes else None
@@ -41,9 +45,31 @@ class Checkpoints(Trick):
         self.agreement = Agreement() if is_distributed() else None  # every rank saves and stops at the same step
 {% endif %}
 
+    @classmethod
+    def guarding(cls, train):
+        return catching_stop_signals(super().guarding(train))
+
+    def check(self) -> None:
+        self.found = find_checkpoint(self.cfg.resume, self.out)
+        check_continuation(self.out, self.found, self.cfg)
+
+    def restore(self, stateful: dict, data) -> list[dict]:
+        super().restore(stateful, data)
+        self.stateful = stateful | {"classes": ClassNames(data.classes)}  # a resume onto other classes is refused
+        self.metrics, self.changes = resume(self.found, self.stateful, data.train.order, self.cfg)
+        # changes: every resume's so far: each checkpoint holds them, changes.csv shows them
+        self.resumed = resumed_progress(self.found, self.runtime.device)
+        return self.metrics
+{% if cookiecutter.use_distributed %}
+
+    def begin(self, first_epoch: int) -> None:
+        super().begin(first_epoch)
+        note_run_folder(self.out)  # for --nproc's launcher, to name the checkpoint to continue from if a worker dies
+{% endif %}
+
     def epochs(self, epochs):
-        """The epochs to train, with the stop signals caught; none more once a stop was asked for, and none at all
-        when the restored epochs stopped early (the run was cut short after that, before its final files)."""
+        """The epochs to train; none more once a stop was asked for, and none at all when the restored epochs stopped
+        early (the run was cut short after that, before its final files)."""
         if self.resumed is None and stopped_early(self.metrics, self.cfg.patience):  # a partway epoch is finished
             epochs = range(0)
 {% if cookiecutter.use_distributed %}
@@ -57,7 +83,6 @@ class Checkpoints(Trick):
 {% endif %}
 
     def start_epoch(self, epoch: int) -> Progress | None:
-        """Before each epoch: where a resumed epoch stands (None: from its start), and the loader set to match."""
         progress, self.resumed = self.resumed, None
         steps = min(len(self.loader), self.cfg.max_steps_per_epoch or len(self.loader))
         if progress and progress.step > steps:  # a hand-made checkpoint: the flags that make the epoch were checked
@@ -89,10 +114,12 @@ class Checkpoints(Trick):
         self.steps, self.clock, self.due, self.stopped = 0, time.monotonic(), False, bool(stop)
         return self.stopped
 
-    def save_epoch(self) -> None:
+    def end_epoch(self, rows: list[dict], val: dict) -> None:
+        super().end_epoch(rows, val)
         save_checkpoints(self.out, self.stateful, self.loader, self.metrics, self.cfg, changes=self.changes)
         self.saved, self.steps, self.clock = "the last completed epoch", 0, time.monotonic()
 
-    def exit_if_stopped(self) -> None:
+    def end_epochs(self) -> None:
+        super().end_epochs()
         self.stop.exit_if_stopped(self.out, self.saved)
 {% endif %}

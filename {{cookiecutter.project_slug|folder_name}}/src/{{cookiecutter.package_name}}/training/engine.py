@@ -10,18 +10,24 @@ from torch import nn
 from tqdm import tqdm
 
 {% if cookiecutter.use_distributed %}
-from ..core.distributed import all_reduce, is_main, sync_gradients
+from ..core.distributed import DataParallel
 {% endif %}
 from ..core.errors import TrainingDiverged
+from ..core.runtime import Runtime as PlainRuntime
 from ..reports.metrics import confusion_matrix
 {% if cookiecutter.use_amp %}
-from .amp import autocast, scaled_step
+from .amp import MixedPrecision
 {% endif %}
 
 ADVICE = "lower --lr{{ ' or --clip-grad-norm' if cookiecutter.use_grad_clipping else '' }} and start again"
 
 
 PROGRESS_SECONDS = 30  # without a terminal, a progress line this often
+
+
+class Runtime({{ "MixedPrecision, " if cookiecutter.use_amp }}{{ "DataParallel, " if cookiecutter.use_distributed }}PlainRuntime):
+    """How this repo's loop runs: {{ "in --precision, " if cookiecutter.use_amp else "in the model's own precision, " }}{{ "in one process or in each of a DDP job's" if cookiecutter.use_distributed else "in one process" }}. A feature that changes
+    how a step runs joins as a base class (core/runtime.py names what it may change)."""
 
 
 class ProgressLines:
@@ -46,14 +52,13 @@ class ProgressLines:
                 last = now
 
 
-def _batches(loader, max_steps: int | None, description: str, done: int = 0):
-    """The batches left of an epoch of at most `max_steps` of which `done` are trained (the loader skips those)."""
+def _batches(loader, max_steps: int | None, description: str, done: int = 0, shown: bool = True):
+    """The batches left of an epoch of at most `max_steps` of which `done` are trained (the loader skips those), with
+    progress `shown` (by the main process alone)."""
     steps = len(loader) if max_steps is None else min(max_steps - done, len(loader))
     batches = itertools.islice(loader, steps)
-{% if cookiecutter.use_distributed %}
-    if not is_main():  # rank 0 alone shows progress
+    if not shown:
         return tqdm(batches, total=steps, disable=True)
-{% endif %}
     if not sys.stderr.isatty():
         return ProgressLines(batches, steps, description)
     return tqdm(batches, total=steps, desc=description, leave=False)
@@ -81,19 +86,22 @@ def train_one_epoch(
     loader,
     criterion,
     optimizer,
-    device,
+    runtime: Runtime,
     cfg,
-{% if cookiecutter.use_amp %}
-    scaler,
-{% endif %}
     tricks=(),
     progress=None,
 ) -> dict:
-    """`tricks`: what plugs into the loop (tricks/__init__.py names the hooks); `progress`: where the epoch stands,
-    when it does not start from its first batch."""
+    """`runtime`: the device, and how a step runs there; `tricks`: what plugs into the loop (tricks/__init__.py names
+    the hooks); `progress`: where the epoch stands, when it does not start from its first batch."""
+
+    def before_step():  # the tricks that read or change the gradients the step is about to take
+        for trick in tricks:
+            trick.before_step(model)
+
     model.train()
+    device = runtime.device
     progress = progress or Progress.start(device)
-    batches = _batches(loader, cfg.max_steps_per_epoch, "train", progress.step)
+    batches = _batches(loader, cfg.max_steps_per_epoch, "train", progress.step, runtime.is_main)
     total_steps = progress.step + len(batches)
     memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
     for images, targets in batches:
@@ -103,41 +111,20 @@ def train_one_epoch(
         group_start = progress.step - progress.step % cfg.accumulate_steps
         group_size = min(cfg.accumulate_steps, total_steps - group_start)
         update = progress.step + 1 == group_start + group_size
-{% if cookiecutter.use_distributed %}
-        sync_gradients(model, update)  # the inner batches of a group skip DDP's all-reduce
-{% endif %}
+        runtime.start_batch(model, update)
         for trick in tricks:
             images, targets = trick.batch(images, targets)
         labels = targets if targets.ndim == 1 else targets.argmax(1)  # train_acc of class probabilities: the largest
-{% if cookiecutter.use_amp %}
-        with autocast(cfg.precision, device):
+        with runtime.forward_pass():
             logits = model(images)
             loss = criterion(logits, targets)  # raw logits: CrossEntropyLoss applies log-softmax
-{% else %}
-        logits = model(images)
-        loss = criterion(logits, targets)  # raw logits: CrossEntropyLoss applies log-softmax
-{% endif %}
         if progress.step == group_start:
             # Cleared here, just before the backward that refills them, as in PyTorch's examples: the allocator can
             # hand the freed memory straight back (cleared after the step, glibc's malloc page-faulted more).
             optimizer.zero_grad(set_to_none=True)
-{% if cookiecutter.use_amp %}
-        scaler.scale(loss / group_size).backward()
-{% else %}
-        (loss / group_size).backward()
-{% endif %}
+        runtime.backward(loss / group_size)
         if update:
-{% if cookiecutter.use_amp %}
-            scaler.unscale_(optimizer)  # the true gradients from here on (the step would unscale them anyway)
-{% endif %}
-            for trick in tricks:
-                trick.before_step(model)
-{% if cookiecutter.use_amp %}
-            taken = scaled_step(scaler, optimizer)  # False when fp16's scaler skipped the step: inf/NaN gradients
-{% else %}
-            optimizer.step()
-            taken = True
-{% endif %}
+            taken = runtime.step(optimizer, before_step)
             for trick in tricks if taken else ():
                 trick.after_step(model)
         unseen_bad = (progress.first_bad_step < 0) & ~loss.detach().isfinite()
@@ -148,52 +135,34 @@ def train_one_epoch(
         progress.step += 1
         if any([trick.after_batch(progress, update) for trick in tricks]):  # a list: every hook runs
             break
-{% if cookiecutter.use_distributed %}
-    # One host sync per epoch, with sums over every rank so all ranks report the same figures (and all stop
-    # together if any rank's loss diverged).
+    # One host sync per epoch, with sums over every process so all report the same figures (and all stop together
+    # if any one's loss diverged).
     first_bad_step, seen = progress.first_bad_step, torch.tensor(float(progress.seen), device=device)
     totals = [progress.loss_sum, progress.correct, seen, first_bad_step >= 0]
-    loss_sum, correct, seen, diverged = all_reduce(torch.stack([t.to(torch.float) for t in totals])).tolist()
+    loss_sum, correct, seen, diverged = runtime.total(torch.stack([t.to(torch.float) for t in totals])).tolist()
     if diverged:
-        where = f"at step {first_bad_step.item()}" if first_bad_step.item() >= 0 else "on another rank"
-        raise TrainingDiverged(f"the training loss became NaN or infinite {where}; {ADVICE}")
-    stats = {"train_loss": loss_sum / seen, "train_acc": correct / seen}
-{% else %}
-    if progress.first_bad_step.item() >= 0:
-        where = f"at step {progress.first_bad_step.item()}"
-        raise TrainingDiverged(f"the training loss became NaN or infinite {where}; {ADVICE}")
-    seen = progress.seen
-    stats = {"train_loss": progress.loss_sum.item() / seen, "train_acc": progress.correct.item() / seen}
-{% endif %}
-    return stats
+        where = f" at step {first_bad_step.item()}" if first_bad_step.item() >= 0 else ""
+        raise TrainingDiverged(f"the training loss became NaN or infinite{where}; {ADVICE}")
+    return {"train_loss": loss_sum / seen, "train_acc": correct / seen}
 
 
 @torch.inference_mode()
-{% if cookiecutter.use_amp %}
-def evaluate(model, loader, device, num_classes: int, max_steps=None, precision: str = "fp32") -> dict:
-{% else %}
-def evaluate(model, loader, device, num_classes: int, max_steps=None) -> dict:
-{% endif %}
+def evaluate(model, loader, runtime: Runtime, num_classes: int, max_steps=None) -> dict:
     """Loss and confusion matrix on hard labels, with plain cross-entropy whatever the training loss."""
     model.eval()
+    device = runtime.device
     criterion = nn.CrossEntropyLoss(reduction="sum")
     loss_sum = torch.zeros((), device=device)
     matrix = torch.zeros(num_classes, num_classes, dtype=torch.long, device=device)
-    for images, targets in _batches(loader, max_steps, "val"):
+    for images, targets in _batches(loader, max_steps, "val", shown=runtime.is_main):
         images = images.to(device, non_blocking=True)
         targets = targets.to(device, non_blocking=True)
-{% if cookiecutter.use_amp %}
-        with autocast(precision, device):
+        with runtime.forward_pass():
             logits = model(images)
-{% else %}
-        logits = model(images)
-{% endif %}
         loss_sum += criterion(logits.float(), targets)
         matrix += confusion_matrix(targets, logits.argmax(1), num_classes)
-{% if cookiecutter.use_distributed %}
-    all_reduce(matrix)  # exact: every image was evaluated by exactly one rank
-    all_reduce(loss_sum)
-{% endif %}
+    runtime.total(matrix)  # exact: every image was evaluated by exactly one process
+    runtime.total(loss_sum)
     matrix = matrix.cpu()
     seen = int(matrix.sum())
     return {"val_loss": loss_sum.item() / seen, "val_acc": matrix.trace().item() / seen, "confusion": matrix}

@@ -76,14 +76,6 @@ OFF = {name: value for options in OPTIONS for name, value in getattr(options, "o
 FILES = [name for module in MODULES for name in getattr(module, "FILES", {})]  # what each writes into a run folder
 
 
-def resolve_options(cfg) -> dict:
-    """The tricks' automatic values, filled in (each Options' `resolve`)."""
-    resolved = {}
-    for options in OPTIONS:
-        resolved |= options.resolve(cfg) if hasattr(options, "resolve") else {}
-    return resolved
-
-
 def build_tricks(cfg, num_classes: int) -> list[Trick]:
     """The tricks this run uses, in the order their hooks are called."""
     built = (module.build(cfg, num_classes) for module in MODULES)
