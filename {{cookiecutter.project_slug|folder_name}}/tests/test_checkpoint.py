@@ -263,7 +263,7 @@ def test_a_mid_epoch_checkpoint_resumes_only_onto_the_same_epoch_and_in_one_line
     """Another sampler, accumulation or epoch length would make the saved step another place in another epoch."""
     cfg = replace(tiny_config, epochs=2, max_steps_per_epoch=4, checkpoint_every="3")
     with pytest.raises(KeyboardInterrupt), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(checkpoint.Checkpoints, "save_epoch", _interrupted)
+        patch.setattr(checkpoint.Checkpoints, "end_epoch", _interrupted)
         train_module.train(cfg)
     run = Path(cfg.output_dir)
     state = torch.load(run / "last.pt", weights_only=True)
@@ -287,19 +287,19 @@ def test_a_mid_epoch_checkpoint_resumes_only_onto_the_same_epoch_and_in_one_line
         train_module.train(replace(cfg, resume="auto"))
 
 
-def _interrupted(self) -> None:
+def _interrupted(self, rows, val) -> None:
     raise KeyboardInterrupt  # where the first epoch would be saved: the mid-epoch checkpoint of step 3 stays
 
 
 def _train_interrupted_in_epoch(cfg, epoch: int, monkeypatch) -> None:
     """Train until `epoch` would be saved: the mid-epoch checkpoint that --checkpoint-every wrote in it stays."""
-    save_epoch = checkpoint.Checkpoints.save_epoch
+    end_epoch = checkpoint.Checkpoints.end_epoch
 
-    def interrupted(self) -> None:
-        return _interrupted(self) if len(self.metrics) >= epoch else save_epoch(self)
+    def interrupted(self, rows, val) -> None:
+        return _interrupted(self, rows, val) if len(rows) >= epoch else end_epoch(self, rows, val)
 
     with monkeypatch.context() as patched:
-        patched.setattr(checkpoint.Checkpoints, "save_epoch", interrupted)
+        patched.setattr(checkpoint.Checkpoints, "end_epoch", interrupted)
         with pytest.raises(KeyboardInterrupt):
             train_module.train(cfg)
 

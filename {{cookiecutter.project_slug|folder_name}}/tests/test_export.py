@@ -419,7 +419,7 @@ def test_a_checkpoint_exports_as_the_weights_do(small_cnn_weights, tmp_path, cap
 def test_a_mid_epoch_checkpoint_exports_with_a_notice_and_its_sidecar_says_so(tiny_config, tmp_path, capsys):
     cfg = replace(tiny_config, model="small_cnn", checkpoint_every="1")
     with pytest.raises(KeyboardInterrupt), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(checkpoint.Checkpoints, "save_epoch", _interrupted)
+        patch.setattr(checkpoint.Checkpoints, "end_epoch", _interrupted)
         train(cfg)
     last = Path(cfg.output_dir) / "last.pt"
     state = torch.load(last, weights_only=True)
@@ -432,6 +432,6 @@ def test_a_mid_epoch_checkpoint_exports_with_a_notice_and_its_sidecar_says_so(ti
     assert json.loads(sidecar_path(out).read_text())["source"]["mid_epoch"] == "step 2 of epoch 1"
 
 
-def _interrupted(self) -> None:
+def _interrupted(self, rows, val) -> None:
     raise KeyboardInterrupt  # where the epoch would be saved: the mid-epoch checkpoint of its last step stays
 {% endif %}
