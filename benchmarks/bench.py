@@ -207,8 +207,8 @@ def run_generated(model, loader, optimizer, criterion, device, epochs, precision
 
 
 def generated_call(device, precision: str, channels_last: bool = False):
-    """`train_one_epoch` of the render in `--src`, with the render's runtime and a config that does the bare loop's
-    work in the bare loop's precision and memory format."""
+    """`train_one_epoch` of the render in `--src`, doing the bare loop's work (no trick plugged in) in the bare loop's
+    precision and memory format, through the render's runtime."""
     engine = importlib.import_module(f"{PACKAGE}.training.engine")
     config = importlib.import_module(f"{PACKAGE}.config")
     fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
@@ -219,11 +219,11 @@ def generated_call(device, precision: str, channels_last: bool = False):
         raise SystemExit(f"--precision {precision}: this render has no mixed precision (render it with use_amp)")
     cfg = config.TrainConfig(**{key: value for key, value in settings.items() if key in fields})
     runtime = engine.Runtime(device, cfg)  # the render's own, as train() makes it: fp16's scaler on CUDA alone
-    for name, parameter in list(inspect.signature(engine.train_one_epoch).parameters.items())[6:]:
+    for name, parameter in list(inspect.signature(engine.train_one_epoch).parameters.items())[5:]:
         if parameter.default is inspect.Parameter.empty:
             raise SystemExit(f"train_one_epoch of {PACKAGE} needs `{name}`, which bench.py does not know how to pass")
     return lambda model, loader, criterion, optimizer: engine.train_one_epoch(
-        model, loader, criterion, optimizer, runtime, cfg
+        model, loader, criterion, optimizer, runtime, channels_last=channels_last
     )
 
 

@@ -1,7 +1,9 @@
 {% if cookiecutter.use_distributed %}
 import contextlib
 import csv
+{% if cookiecutter.use_checkpointing %}
 import dataclasses
+{% endif %}
 import os
 import shlex
 import signal
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import NEUTRAL, plain_runtime
+from conftest import plain_runtime
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
@@ -311,13 +313,9 @@ def _batches() -> list:
     return list(zip(images, torch.randint(0, 5, (2, 8), generator=generator), strict=True))
 
 
-def _config() -> TrainConfig:
-    return TrainConfig(device="cpu", max_steps_per_epoch=None, **NEUTRAL)
-
-
 def _epoch(model, batches) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime(), _config())
+    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime())
 
 
 @pytest.fixture
@@ -360,9 +358,8 @@ def test_accumulation_all_reduces_once_per_group_not_per_batch(one_rank_group):
 
     model.register_comm_hook(None, counting_hook)
     batches = [(images[:4], targets[:4]) for images, targets in _batches() for _ in range(2)]  # 4 batches
-    cfg = dataclasses.replace(_config(), accumulate_steps=2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime(), cfg)
+    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime(), accumulate_steps=2)
     assert all_reduces == [0, 0]  # one bucket, reduced at the end of each group of 2 batches
 
 

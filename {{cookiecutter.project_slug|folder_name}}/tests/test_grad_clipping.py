@@ -48,7 +48,8 @@ def clipped_epoch(tiny_config, precision: str, scaled: bool, **changes) -> tuple
     runtime.precision, runtime.scaler = precision, torch.amp.GradScaler("cpu", init_scale=2.0**12, enabled=scaled)
 {% endif %}
     batches = build_data(cfg, CPU).train
-    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, runtime, cfg, tricks=[clipping])
+    loop = {"accumulate_steps": cfg.accumulate_steps, "max_steps": cfg.max_steps_per_epoch}
+    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, runtime, [clipping], **loop)
     return norms, stats | clipping.after_epoch(1, model, validate=None)
 
 

@@ -37,7 +37,7 @@ def test_accumulating_k_batches_of_b_equals_one_batch_of_kb(exact_setup, tmp_pat
     assert big["metrics"][0]["train_loss"] == pytest.approx(accumulated["metrics"][0]["train_loss"], rel=1e-5)
 
 
-def test_an_incomplete_last_group_steps_on_its_own_mean_gradient(tiny_config):
+def test_an_incomplete_last_group_steps_on_its_own_mean_gradient():
     # 3 batches in groups of 2: one update on the mean gradient of batches 1-2, then one on batch 3 alone
     torch.manual_seed(0)
     batches = [(torch.randn(8, 3, 8, 8), torch.randint(0, 10, (8,))) for _ in range(3)]
@@ -45,8 +45,7 @@ def test_an_incomplete_last_group_steps_on_its_own_mean_gradient(tiny_config):
     initial = {key: value.clone() for key, value in accumulated.state_dict().items()}
     criterion, device = nn.CrossEntropyLoss(), torch.device("cpu")
     optimizer = torch.optim.SGD(accumulated.parameters(), lr=0.5)
-    cfg = replace(tiny_config, accumulate_steps=2, max_steps_per_epoch=None, **NEUTRAL)
-    train_one_epoch(accumulated, batches, criterion, optimizer, plain_runtime(device), cfg)
+    train_one_epoch(accumulated, batches, criterion, optimizer, plain_runtime(device), accumulate_steps=2)
 
     def distance_to_steps_by_hand(last_batch_weight: float) -> float:
         model = no_batchnorm_model("", 10)

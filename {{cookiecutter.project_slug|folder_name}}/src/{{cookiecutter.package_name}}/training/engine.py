@@ -87,12 +87,15 @@ def train_one_epoch(
     criterion,
     optimizer,
     runtime: Runtime,
-    cfg,
     tricks=(),
     progress=None,
+    accumulate_steps: int = 1,
+    max_steps: int | None = None,
+    channels_last: bool = False,
 ) -> dict:
     """`runtime`: the device, and how a step runs there; `tricks`: what plugs into the loop (tricks/__init__.py names
-    the hooks); `progress`: where the epoch stands, when it does not start from its first batch."""
+    the hooks); `progress`: where the epoch stands, when it does not start from its first batch. The optimizer steps
+    once per `accumulate_steps` batches, on their mean gradient; `max_steps` cuts the epoch short."""
 
     def before_step():  # the tricks that read or change the gradients the step is about to take
         for trick in tricks:
@@ -101,15 +104,14 @@ def train_one_epoch(
     model.train()
     device = runtime.device
     progress = progress or Progress.start(device)
-    batches = _batches(loader, cfg.max_steps_per_epoch, "train", progress.step, runtime.is_main)
+    batches = _batches(loader, max_steps, "train", progress.step, runtime.is_main)
     total_steps = progress.step + len(batches)
-    memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
     for images, targets in batches:
         images = images.to(device, non_blocking=True, memory_format=memory_format)
         targets = targets.to(device, non_blocking=True)
-        # --accumulate-steps: the optimizer steps once per group of batches, on their mean gradient
-        group_start = progress.step - progress.step % cfg.accumulate_steps
-        group_size = min(cfg.accumulate_steps, total_steps - group_start)
+        group_start = progress.step - progress.step % accumulate_steps
+        group_size = min(accumulate_steps, total_steps - group_start)  # a short last group: its own mean
         update = progress.step + 1 == group_start + group_size
         runtime.start_batch(model, update)
         for trick in tricks:

@@ -218,9 +218,11 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
                 criterion,
                 optimizer,
                 runtime,
-                cfg,
                 tricks=[*tricks, run],  # the loop calls the run's after_batch too
                 progress=progress,
+                accumulate_steps=cfg.accumulate_steps,
+                max_steps=cfg.max_steps_per_epoch,
+                channels_last=cfg.channels_last,
             )
         except TrainingDiverged as exc:  # nothing of this epoch is saved: the last checkpoint stays good
             raise TrainingDiverged(f"epoch {epoch}: {exc}") from None
