@@ -3,11 +3,11 @@
 Every contender trains the same model on the same in-memory tensors with the same batch size, optimizer
 (SGD with Nesterov momentum and weight decay) and loss, each in a process of its own so that its peak
 memory is its own. The bare loop is the physical limit: no metrics, no progress bar, nothing but the step.
-The generated loop is the render's own `train_one_epoch`, with label smoothing and clipping set to 0 so that
-it does the same work, called with the arguments its signature asks for (a render with mixed precision takes a
-GradScaler, a disabled one unless fp16). Both loops train in the same `--precision`: fp32 (the default; autocast
-off on both sides) or bf16 (autocast on both sides, the generated one through the render's own `--precision`,
-which needs a render with mixed precision). Time to first step counts from the start of the measuring process
+The generated loop is the render's own `train_one_epoch`, with no trick plugged in so that it does the same work,
+through the render's own `Runtime` (with mixed precision, its GradScaler is a disabled one unless fp16 on a GPU).
+Both loops train in the same `--precision`, taken as given: fp32 (the default; autocast off on both sides) or bf16
+(autocast on both sides, the generated one through the render's own `--precision`, which needs a render with mixed
+precision). Time to first step counts from the start of the measuring process
 (importing torch, building data and model, importing and setting up the framework) to the end of the first
 optimizer step.
 Because separate processes vary by more than the loops differ, a second table has the loops take turns in

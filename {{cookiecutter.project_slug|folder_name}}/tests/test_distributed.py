@@ -374,7 +374,7 @@ def test_a_rank_stops_when_its_own_or_another_ranks_loss_diverged_naming_its_own
         return totals
 
     monkeypatch.setattr(distributed, "all_reduce", another_rank_diverged)
-    with pytest.raises(TrainingDiverged, match="^the training loss became NaN or infinite; "):
+    with pytest.raises(TrainingDiverged, match="^the training loss became NaN or infinite in another process; "):
         _epoch(_model(), _batches())
 
 

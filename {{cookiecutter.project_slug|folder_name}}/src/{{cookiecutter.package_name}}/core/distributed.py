@@ -231,12 +231,6 @@ class DataParallel(Runtime):
         if cfg.batch_size % world_size():
             raise UserError(f"--batch-size {cfg.batch_size} is global and must divide by the {world_size()} processes")
         return cls(device, cfg) if device else super().start(cfg)
-{% if cookiecutter.use_checkpointing %}
-
-    def settle(self, cfg):
-        # restarted by torchrun --max-restarts: from the newest checkpoint
-        return super().settle(continue_after_restart(cfg))
-{% endif %}
 
     @property
     def is_main(self) -> bool:

@@ -115,7 +115,8 @@ def seed_worker(worker_id: int) -> None:
 class Runtime:
     """How the training loop runs on this machine: on `device`, in one process, in the model's own precision. The loop
     and train() reach the device, the processes and the arithmetic of a step through these methods alone; a feature
-    that changes how a step runs extends them (training/engine.py puts this repo's runtime together)."""
+    that changes how a step runs extends them (training/engine.py puts this repo's runtime together). An override that
+    adds to a method calls super(); one that replaces it comes before the others among the bases."""
 
     is_main = True  # the process that prints, shows progress and writes the run's files
 
@@ -128,7 +129,7 @@ class Runtime:
         return cls(resolve_device(cfg.device, cfg.gpus), cfg)
 
     def settle(self, cfg):
-        """`cfg` with what this runtime decided for it."""
+        """`cfg` with what this runtime decides for it on its device, once the run folder is checked."""
         return cfg
 
     def shared(self, obj):
@@ -167,5 +168,5 @@ class Runtime:
         """Wait here for every process."""
 
     def state(self) -> dict:
-        """What checkpoints keep of this runtime."""
+        """Objects with a `state_dict` that a run continued later needs as they were."""
         return {}

@@ -92,7 +92,9 @@ def evaluate_run(
     data = build_data(cfg, device, train=False)
     if data.classes != classes:
         raise DataError(f"{cfg.data} has classes {data.classes}, the model was trained on {classes}")
-    stats = evaluate(model, data.val, Runtime(device, cfg), len(classes))  # as trained, on this device
+    runtime = Runtime(device, cfg)
+    runtime.settle(cfg)  # as trained, on this device (the training device's settings may not suit it)
+    stats = evaluate(model, data.val, runtime, len(classes))
     out = own_folder(output_dir or default_evaluation_dir(weights, cfg.data, tta), replace_link=not output_dir)
     write_reports(out, stats["confusion"], classes)
     plot_run(out)

@@ -76,10 +76,11 @@ class MixedPrecision(Runtime):
 
     def __init__(self, device: torch.device, cfg):
         super().__init__(device, cfg)
-        self.precision = resolve_precision(cfg.precision, device)
-        self.scaler = make_scaler(self.precision, device)
+        self.precision, self.scaler = cfg.precision, make_scaler(cfg.precision, device)  # as given, until settled
 
     def settle(self, cfg):
+        self.precision = resolve_precision(cfg.precision, self.device)
+        self.scaler = make_scaler(self.precision, self.device)
         return dataclasses.replace(super().settle(cfg), precision=self.precision)
 
     def forward_pass(self):

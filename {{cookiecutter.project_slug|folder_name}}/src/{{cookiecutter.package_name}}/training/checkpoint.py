@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..config.checkpointing import CHECKPOINT_EVERY
 {% if cookiecutter.use_distributed %}
-from ..core.distributed import Agreement, is_distributed
+from ..core.distributed import Agreement, continue_after_restart, is_distributed
 {% endif %}
 from ..core.errors import ModelError
 {% if cookiecutter.use_distributed %}
@@ -48,6 +48,13 @@ class Checkpoints(Run):
     @classmethod
     def guarding(cls, train):
         return catching_stop_signals(super().guarding(train))
+{% if cookiecutter.use_distributed %}
+
+    @classmethod
+    def prepare(cls, cfg):
+        # a worker restarted by torchrun --max-restarts: from the newest checkpoint
+        return continue_after_restart(super().prepare(cfg))
+{% endif %}
 
     def check(self) -> None:
         self.found = find_checkpoint(self.cfg.resume, self.out)
@@ -70,6 +77,7 @@ class Checkpoints(Run):
     def epochs(self, epochs):
         """The epochs to train; none more once a stop was asked for, and none at all when the restored epochs stopped
         early (the run was cut short after that, before its final files)."""
+        epochs = super().epochs(epochs)
         if self.resumed is None and stopped_early(self.metrics, self.cfg.patience):  # a partway epoch is finished
             epochs = range(0)
 {% if cookiecutter.use_distributed %}

@@ -26,8 +26,8 @@ PROGRESS_SECONDS = 30  # without a terminal, a progress line this often
 
 
 class Runtime({{ "MixedPrecision, " if cookiecutter.use_amp }}{{ "DataParallel, " if cookiecutter.use_distributed }}PlainRuntime):
-    """How this repo's loop runs: {{ "in --precision, " if cookiecutter.use_amp else "in the model's own precision, " }}{{ "in one process or in each of a DDP job's" if cookiecutter.use_distributed else "in one process" }}. A feature that changes
-    how a step runs joins as a base class (core/runtime.py names what it may change)."""
+    """How this repo's loop runs: a feature that changes how a step runs joins as a base class (core/runtime.py names
+    what it may change)."""
 
 
 class ProgressLines:
@@ -143,7 +143,7 @@ def train_one_epoch(
     totals = [progress.loss_sum, progress.correct, seen, first_bad_step >= 0]
     loss_sum, correct, seen, diverged = runtime.total(torch.stack([t.to(torch.float) for t in totals])).tolist()
     if diverged:
-        where = f" at step {first_bad_step.item()}" if first_bad_step.item() >= 0 else ""
+        where = f" at step {first_bad_step.item()}" if first_bad_step.item() >= 0 else " in another process"
         raise TrainingDiverged(f"the training loss became NaN or infinite{where}; {ADVICE}")
     return {"train_loss": loss_sum / seen, "train_acc": correct / seen}
 

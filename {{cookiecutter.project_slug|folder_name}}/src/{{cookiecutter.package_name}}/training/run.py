@@ -11,7 +11,8 @@ class Run(Trick):
     """A run's life around its epochs: it checks its folder before anything is written, restores what an earlier
     start left, trains its epochs, records each, and ends. This one trains every epoch from the first, keeps only
     the final files, and refuses a folder that holds a finished run. A feature that records the run (train.py lists
-    this repo's) extends these methods; the epoch loop reaches the run as it reaches a trick."""
+    this repo's) extends these methods: an override that adds to one calls super(), one that replaces it comes before
+    the others among the bases. Of a trick's hooks the epoch loop calls the run's per-batch ones (after_batch)."""
 
     best_file: str | None = None  # the file that keeps the best epoch's weights
 
@@ -25,13 +26,19 @@ class Run(Trick):
         """`train` with what a feature must do however a run ends around it."""
         return train
 
+    @classmethod
+    def prepare(cls, cfg):
+        """`cfg` as this start of the run takes it, before its automatic values are filled in."""
+        return cfg
+
     def check(self) -> None:
         """Before anything is written: a run this folder must not take refused."""
         if (self.out / "model.pt").exists() and not self.cfg.overwrite:
             raise OutputError(f"{self.out} holds a finished run; pass --overwrite or another --output-dir")
 
     def restore(self, stateful: dict, data) -> list[dict]:
-        """The metrics rows of the epochs already trained, with the objects of `stateful` as they were then."""
+        """The metrics rows of the epochs already trained, with the objects of `stateful` as they were then; train()
+        appends each new epoch's row to this list."""
         self.loader, self.classes = data.train, data.classes
         return []
 

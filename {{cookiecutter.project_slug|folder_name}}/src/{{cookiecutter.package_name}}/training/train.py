@@ -150,14 +150,14 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     """The whole run. `after_epoch(rows)`, if given, sees the metrics rows after each epoch is saved: tune's trials
     report to the pruner there, and stop by raising."""
     runtime = Runtime.start(cfg)  # the device, and the processes that train together
-    cfg = runtime.settle(cfg)
     seed_everything(cfg.seed, cfg.deterministic)
-    cfg = runtime.shared(resolve(cfg))  # the main process's output dir and statistics for every process
+    cfg = runtime.shared(resolve(Run.prepare(cfg)))  # the main process's output dir and statistics for every process
     device = runtime.device
     torch.autograd.set_detect_anomaly(cfg.detect_anomaly)
     out = Path(cfg.output_dir)
     folder = RunFolder(out, cfg.overwrite, FILES)  # never a folder of other files
     run = Run(out, cfg, runtime)  # checked before anything is written: a refused run changes nothing
+    cfg = runtime.settle(cfg)
     data = build_data(cfg, device)
     if cfg.batch_size > len(data.train.dataset):
         raise UserError(
