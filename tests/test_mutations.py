@@ -748,8 +748,8 @@ MUTATIONS = {
     # Issue 26: the trackers. The all-on render logs to MLflow; a 5th item names another tracker's render.
     "the tracked run's id not kept in the checkpoint": (
         "tracked.py",
-        'return super().restore(stateful | {"tracker": self.tracker}, data)',
-        "return super().restore(stateful, data)",
+        'return super().restore(stateful | {"tracker": self.tracker}, data, cfg)',
+        "return super().restore(stateful, data, cfg)",
         "tests/test_tracking.py::test_a_resumed_run_logs_into_the_same_tracked_run",
     ),
     "a tracker's exception stops the training run": (

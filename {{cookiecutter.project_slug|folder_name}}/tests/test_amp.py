@@ -101,6 +101,17 @@ def test_evaluate_of_an_fp16_run_on_the_cpu_autocasts_in_bf16(tiny_config, tmp_p
     inference.evaluate_run(str(tmp_path / "run" / "model.pt"), CPU)
     assert seen == ["bf16"]  # the runtime evaluate ran with
     assert "using bf16 on the CPU" in capsys.readouterr().err
+{% if cookiecutter.use_checkpointing %}
+
+
+def test_the_checkpoint_holds_the_precision_the_run_trained_in(tiny_config, tmp_path):
+    """fp16 asked for on a CPU trains in bf16 (or fp32): last.pt's config says what config.yaml says, so a resume
+    with the same flags changes nothing."""
+    train(replace(tiny_config, precision="fp16"))
+    run = tmp_path / "run"
+    trained_in = yaml.safe_load((run / "config.yaml").read_text())["precision"]
+    assert trained_in != "fp16" and torch.load(run / "last.pt", weights_only=True)["config"]["precision"] == trained_in
+{% endif %}
 
 
 class OverflowOnce(torch.autograd.Function):

@@ -509,6 +509,19 @@ def test_workers_restarted_by_torchrun_continue_from_the_newest_checkpoint_of_th
     assert distributed.continue_after_restart(resumed) == TrainConfig(resume="auto", output_dir="runs/b")
 
 
+def test_a_restarted_worker_trains_on_from_its_runs_checkpoint_not_anew(tiny_config, monkeypatch, capsys):
+    """train() itself under torchrun's restart count: the run of the first start goes on after its last epoch, even
+    though that start was told --overwrite."""
+    first = train_module.train(tiny_config)
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "2")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    capsys.readouterr()
+    again = train_module.train(dataclasses.replace(tiny_config, epochs=2, overwrite=True))
+    out = capsys.readouterr().out
+    assert "restart 1 by torchrun: continuing from the newest checkpoint" in out and "resumed from" in out
+    assert again["metrics"][0] == first["metrics"][0]  # epoch 1 as the first start trained it, its time included
+
+
 @pytest.mark.parametrize(
     ("codes", "exit_code"), [([143, 143], 143), ([138, 138], 138), ([-signal.SIGTERM, 143], 143), ([143, 1], 1)]
 )

@@ -383,9 +383,9 @@ def test_the_run_and_its_steps_go_through_the_methods_a_feature_extends(tiny_con
             calls.append("check")
             super().check()
 
-        def restore(self, stateful, data):
+        def restore(self, stateful, data, cfg):
             calls.append("restore")
-            return super().restore(stateful, data)
+            return super().restore(stateful, data, cfg)
 
         def begin(self, first_epoch):
             calls.append(f"begin at {first_epoch}")

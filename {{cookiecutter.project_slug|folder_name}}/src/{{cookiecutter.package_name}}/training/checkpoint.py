@@ -60,8 +60,8 @@ class Checkpoints(Run):
         self.found = find_checkpoint(self.cfg.resume, self.out)
         check_continuation(self.out, self.found, self.cfg)
 
-    def restore(self, stateful: dict, data) -> list[dict]:
-        super().restore(stateful, data)
+    def restore(self, stateful: dict, data, cfg) -> list[dict]:
+        super().restore(stateful, data, cfg)
         self.stateful = stateful | {"classes": ClassNames(data.classes)}  # a resume onto other classes is refused
         self.metrics, self.changes = resume(self.found, self.stateful, data.train.order, self.cfg)
         # changes: every resume's so far: each checkpoint holds them, changes.csv shows them

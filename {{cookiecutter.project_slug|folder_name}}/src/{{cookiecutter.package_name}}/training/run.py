@@ -17,7 +17,7 @@ class Run(Trick):
     best_file: str | None = None  # the file that keeps the best epoch's weights
 
     def __init__(self, out: Path, cfg, runtime):
-        self.out, self.cfg, self.runtime = out, cfg, runtime
+        self.out, self.cfg, self.runtime = out, cfg, runtime  # cfg as given; restore() brings the settled one
         self.stopped = False  # the epoch loop ended partway
         self.check()
 
@@ -36,10 +36,10 @@ class Run(Trick):
         if (self.out / "model.pt").exists() and not self.cfg.overwrite:
             raise OutputError(f"{self.out} holds a finished run; pass --overwrite or another --output-dir")
 
-    def restore(self, stateful: dict, data) -> list[dict]:
+    def restore(self, stateful: dict, data, cfg) -> list[dict]:
         """The metrics rows of the epochs already trained, with the objects of `stateful` as they were then; train()
-        appends each new epoch's row to this list."""
-        self.loader, self.classes = data.train, data.classes
+        appends each new epoch's row to this list. `cfg`: the config the run trains with from here on."""
+        self.cfg, self.loader, self.classes = cfg, data.train, data.classes
         return []
 
     def begin(self, first_epoch: int) -> None:

@@ -1,8 +1,6 @@
 {% if cookiecutter.tracker != "none" %}
 """The run logged to {{ {"tensorboard": "TensorBoard", "mlflow": "MLflow", "wandb": "Weights & Biases"}[cookiecutter.tracker] }} as it trains (reports/tracking.py), by the main process."""
 
-from pathlib import Path
-
 from ..reports.tracking import Tracker, ending_tracked_runs
 from .run import Run
 
@@ -10,18 +8,17 @@ from .run import Run
 class Tracked(Run):
     """A run whose epochs and results are logged to the experiment tracker too."""
 
-    def __init__(self, out: Path, cfg, runtime):
-        super().__init__(out, cfg, runtime)
-        self.tracker = Tracker(out, cfg, on=cfg.{{ cookiecutter.tracker }} and runtime.is_main)
-
     @classmethod
     def guarding(cls, train):
         return ending_tracked_runs(super().guarding(train))
-{% if cookiecutter.use_checkpointing and cookiecutter.tracker in ("mlflow", "wandb") %}
 
-    def restore(self, stateful: dict, data) -> list[dict]:
+    def restore(self, stateful: dict, data, cfg) -> list[dict]:
+        self.tracker = Tracker(self.out, cfg, on=cfg.{{ cookiecutter.tracker }} and self.runtime.is_main)
+{% if cookiecutter.use_checkpointing and cookiecutter.tracker in ("mlflow", "wandb") %}
         # its run id: a resumed run logs into the same tracked run
-        return super().restore(stateful | {"tracker": self.tracker}, data)
+        return super().restore(stateful | {"tracker": self.tracker}, data, cfg)
+{% else %}
+        return super().restore(stateful, data, cfg)
 {% endif %}
 
     def begin(self, first_epoch: int) -> None:

@@ -157,7 +157,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     out = Path(cfg.output_dir)
     folder = RunFolder(out, cfg.overwrite, FILES)  # never a folder of other files
     run = Run(out, cfg, runtime)  # checked before anything is written: a refused run changes nothing
-    cfg = runtime.settle(cfg)
+    cfg = runtime.settle(cfg)  # after the check, whose refusal then comes alone
     data = build_data(cfg, device)
     if cfg.batch_size > len(data.train.dataset):
         raise UserError(
@@ -188,7 +188,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     stateful = {"model": model, "optimizer": optimizer, "scheduler": scheduler} | runtime.state()
     for trick in tricks:
         stateful |= trick.state()
-    rows = run.restore(stateful, data)  # the epochs an earlier start trained, if any
+    rows = run.restore(stateful, data, cfg)  # the epochs an earlier start trained, if any
     if runtime.is_main:
         _start_run_dir(folder, cfg, data)
     runtime.barrier()
