@@ -58,13 +58,14 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from {package}.training import train
 from {package}.config import TrainConfig
+from {package}.core import distributed
 from {package}.core.distributed import teardown
 
 train.build_model = lambda name, classes, *rest: nn.Sequential(
     nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, classes)
 )
 reductions = []
-wrapping = train.wrap
+wrapping = distributed.wrap  # what the runtime wraps the model with
 
 def wrap_and_count(model, device):
     wrapped = wrapping(model, device)
@@ -75,7 +76,7 @@ def wrap_and_count(model, device):
         wrapped.register_comm_hook(None, counted)
     return wrapped
 
-train.wrap = wrap_and_count
+distributed.wrap = wrap_and_count
 out, batch, accumulate, steps = sys.argv[1], *map(int, sys.argv[2:])
 result = train.train(TrainConfig(device="cpu", epochs=1, max_steps_per_epoch=steps, batch_size=batch, num_workers=0,
                                  accumulate_steps=accumulate, augment="none", hflip=False, output_dir=out,
