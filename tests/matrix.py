@@ -36,12 +36,13 @@ def _name(answers: dict) -> str:
 
 def cells(answers: dict) -> set[tuple]:
     """What one combination trains a model with: the values of every three tricks together, each trick's value with
-    each tracker, and its cell of the GPU check (precision x DDP x checkpointing)."""
+    each tracker, its cell of the GPU check (precision x DDP x checkpointing), and its task."""
     values = [answers[trick] for trick in TRICKS]
     return (
         {tuple((i, values[i]) for i in triple) for triple in TRIPLES}
         | {(trick, answers[trick], answers["tracker"]) for trick in TRICKS}
         | {(precision_of(answers), answers["use_distributed"], answers["use_checkpointing"])}
+        | {("task", answers["task"])}
     )
 
 

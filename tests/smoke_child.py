@@ -45,6 +45,14 @@ def _watch(package: str, checks: dict, seen: dict):
 
     def loss_hook(module, args, output):
         seen["sync_bn_layers"] += isinstance(module, nn.SyncBatchNorm) and module.training  # forwards through one
+        if isinstance(module, nn.BCEWithLogitsLoss) and module.reduction == "mean":  # a multi-label training loss
+            logits, targets = args
+            seen["losses"] += 1
+            seen["soft_targets"] += bool(((targets != 0) & (targets != 1)).any())  # mixed: between 0 and 1
+            seen["logits_dtypes"].append(str(logits.dtype).removeprefix("torch."))
+            smoothed = targets * (1 - checks["smoothing"]) + checks["smoothing"] / 2  # toward 0.5
+            expected = nn.functional.binary_cross_entropy_with_logits(logits.float(), smoothed)
+            seen["smoothed_losses"] += bool(torch.isclose(output.float(), expected, rtol=1e-4))
         if isinstance(module, nn.CrossEntropyLoss) and module.reduction == "mean":  # the training loss
             logits, targets = args
             seen["losses"] += 1

@@ -46,12 +46,14 @@ SUITE_TIMEOUT = 1500  # a generated suite's lane beside the other worker
 # name: (the render, its tests, without fcntl). All-on holds every generated test there is: both its lanes run, the
 # slow one (real subprocesses, signals and worker processes) in the lane of multi-process tests; all-off and the
 # defaults (what most users render) run their fast lane, the defaults' as on a system without fcntl (Windows): the
-# folder locks through filelock's fallback, the others' through flock.
+# folder locks through filelock's fallback, the others' through flock. Multi-label, all-on for the other task, runs its
+# fast lane: its slow one is all-on's again (subprocesses, signals, workers), but for the task.
 SUITES = {
     "all-on": ("all-on", "not slow", False),
     "all-on-slow": ("all-on", "slow", False),
     "defaults-without-fcntl": ("defaults", "not slow", True),
     "all-off": ("all-off", "not slow", False),
+    "multi-label": ("multi-label", "not slow", False),
 }
 
 

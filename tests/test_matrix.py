@@ -231,8 +231,8 @@ def test_the_design_covers_every_boolean_against_every_choice_and_text_answer():
 
 def test_every_model_trains_every_value_of_any_three_tricks_together():
     """Each model, not only the built-in one, trains with every combination of three tricks' values that an accepted
-    combination has, each trick at both values with every tracker, and every precision x DDP x checkpointing cell of
-    the GPU check."""
+    combination has, each trick at both values with every tracker, every precision x DDP x checkpointing cell of the
+    GPU check, and each task."""
     possible = {triple: {tuple(a[t] for t in triple) for a in ACCEPTED.values()} for triple in _triples()}
     for model in CHOICES["model"]:
         rows = [a for a in ACCEPTED.values() if a["model"] == model]
@@ -244,6 +244,7 @@ def test_every_model_trains_every_value_of_any_three_tricks_together():
             assert pairs == {(a[trick], a["tracker"]) for a in ACCEPTED.values()}, (model, trick)
         cells = {(precision_of(a), a["use_distributed"], a["use_checkpointing"]) for a in rows}
         assert cells == set(itertools.product(["fp32", *CHOICES["amp_precision"]], [False, True], [False, True]))
+        assert {a["task"] for a in rows} == set(CHOICES["task"]), model  # each model learns each task
 
 
 def _triples():

@@ -15,6 +15,58 @@ from render import GENERATED_TESTS, baked_project
 from runners import own_pytest_run, pytest_in_fork
 from tricks import ENTRIES, NAMED
 
+MULTI_LABEL_RENDER = (("task", "multi_label"),)  # all-on, multi-label, with MLflow
+# the multi-label render's own breakages (tests/tricks.py MULTI_LABEL names them)
+MULTI_LABEL_MUTATIONS = {
+    "the positives' weights left out of the multi-label loss": (
+        "train.py",
+        "nn.BCEWithLogitsLoss(pos_weight=data.class_weights)",
+        "nn.BCEWithLogitsLoss()",
+        "tests/test_multi_label.py::test_the_loss_is_binary_cross_entropy_with_each_classes_negatives_per_positive",
+    ),
+    "AP without its ties grouped": (
+        "reports/multi_label.py",
+        "    group_ends[:-1] = ranked[:-1] != ranked[1:]\n",
+        "    pass\n",
+        "tests/test_multi_label_metrics.py",
+    ),
+    "validation figures at 0.5 whatever --threshold": (
+        "train.py",
+        "cfg.max_steps_per_epoch, cfg.threshold)",
+        "cfg.max_steps_per_epoch)",
+        "tests/test_multi_label.py::test_the_logged_figures_are_scikit_learns_at_the_threshold",
+    ),
+    "predict ignores the fitted thresholds": (
+        "inference.py",
+        "    thresholds = load_thresholds(weights, classes, cfg.threshold)\n    model = _with_tta",
+        "    thresholds = torch.full((len(classes),), cfg.threshold)\n    model = _with_tta",
+        "tests/test_multi_label.py::test_fitted_thresholds_give_each_class_its_best_f1_and_predict_and_export_use_them",
+    ),
+    "export drops the fitted thresholds": (
+        "export.py",
+        "thresholds = load_thresholds(weights, classes, cfg.threshold).tolist()",
+        "thresholds = None",
+        "tests/test_multi_label.py::test_fitted_thresholds_give_each_class_its_best_f1_and_predict_and_export_use_them",
+    ),
+    "the hold-out leaves a class out of validation": (
+        "data/multi_label.py",
+        "            part[movable[0]] = empty\n",
+        "            pass\n",
+        "tests/test_multi_label_data.py",
+    ),
+    "validation figures of one process's images under DDP": (
+        "distributed.py",
+        "        return torch.cat([part[: int(count)] for part, count in zip(parts, counts, strict=True)])",
+        "        return tensor",
+        "tests/test_distributed.py::test_two_ranks_validate_to_the_figures_of_one_process",
+    ),
+    "multi-label smoothing dropped": (
+        "label_smoothing.py",
+        "targets * (1 - eps) + eps / 2",
+        "targets",
+        "tests/test_label_smoothing.py",
+    ),
+}
 GUARD_TIMEOUT = 500  # the guards' own cases time out at 300 s each (own_pytest_run)
 
 # name: (file in the package, the fragment, its broken replacement, the generated tests that must fail)
@@ -207,7 +259,7 @@ MUTATIONS = {
         "tests/test_ema.py",
     ),
     "train accuracy under mixup not against each image's larger share": (
-        "engine.py",
+        "metrics.py",
         "labels = targets if targets.ndim == 1 else targets.argmax(1)",
         "labels = targets if targets.ndim == 1 else targets.argmax(1) * 0",
         "tests/test_mixup.py",
@@ -365,9 +417,9 @@ MUTATIONS = {
     ),
     "best.pt chosen by validation loss": (
         "checkpoint_file.py",
-        'metrics[-1]["val_acc"] > max((row["val_acc"] for row in metrics[:-1]), default=-1.0):',
+        "metrics[-1][MONITOR] > max((row[MONITOR] for row in metrics[:-1]), default=-1.0):",
         'metrics[-1]["val_loss"] < min((row["val_loss"] for row in metrics[:-1]), default=float("inf")):',
-        "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss",
+        "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_best_monitored_figure_not_of_the_lowest_loss",
     ),
     "--overwrite keeps the old split.csv": (
         "train.py",
@@ -772,7 +824,7 @@ MUTATIONS = {
     ),
     "pruning never reported": (
         "tune.py",
-        '                self.trial.report(row["val_acc"], row["epoch"])',
+        '                self.trial.report(row[MONITOR], row["epoch"])',
         "                pass",
         "tests/test_tune.py::test_a_trial_told_to_do_badly_is_pruned_at_its_first_epoch",
     ),
@@ -938,9 +990,9 @@ MUTATIONS = {
     ),
     "a later epoch that ties the best takes best.pt": (
         "checkpoint_file.py",
-        'metrics[-1]["val_acc"] > max((row["val_acc"] for row in metrics[:-1]), default=-1.0):',
-        'metrics[-1]["val_acc"] >= max((row["val_acc"] for row in metrics[:-1]), default=-1.0):',
-        "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss",
+        "metrics[-1][MONITOR] > max((row[MONITOR] for row in metrics[:-1]), default=-1.0):",
+        "metrics[-1][MONITOR] >= max((row[MONITOR] for row in metrics[:-1]), default=-1.0):",
+        "tests/test_checkpoint.py::test_best_pt_is_the_epoch_of_the_best_monitored_figure_not_of_the_lowest_loss",
     ),
     "the workers' seeds drawn from the epoch order's generator": (
         "loaders.py",
@@ -1355,15 +1407,18 @@ MUTATIONS = {
     ),
 }
 MUTATIONS |= {name: spec for trick in ENTRIES for name, spec in trick.mutations.items()}  # a trick's own
-# The optimizer lines live in optim.py; a 3-tuple names no file. A 5th item: the tracker of the render (else MLflow).
+MUTATIONS |= {name: (*spec, MULTI_LABEL_RENDER) for name, spec in MULTI_LABEL_MUTATIONS.items()}
+# The optimizer lines live in optim.py; a 3-tuple names no file. A 5th item: the tracker of the render (else MLflow),
+# or its answers that differ from all-on's, as pairs (MULTI_LABEL_RENDER).
 MUTATIONS = {name: spec if len(spec) >= 4 else ("optim.py", *spec) for name, spec in MUTATIONS.items()}
 MUTATIONS = {name: spec if len(spec) == 5 else (*spec, NAMED["all-on"]["tracker"]) for name, spec in MUTATIONS.items()}
 
 
 @pytest.fixture(scope="module")
 def all_on(cookies_session):
-    """The all-on render with a given tracker, each rendered once."""
-    return functools.cache(lambda tracker: baked_project(cookies_session, **(NAMED["all-on"] | {"tracker": tracker})))
+    """The all-on render with a given tracker (or other answers, as pairs), each rendered once."""
+    answers = lambda render: {"tracker": render} if isinstance(render, str) else dict(render)  # noqa: E731
+    return functools.cache(lambda render: baked_project(cookies_session, **(NAMED["all-on"] | answers(render))))
 
 
 def source_of(project: Path, file: str) -> Path:

@@ -9,8 +9,19 @@ from pathlib import Path
 import pytest
 from render import YES_NO, baked_project, package_of, refused_by_the_hook, render_files
 from runners import run_in
-from test_mutations import MUTATIONS
-from tricks import ENTRIES, MODEL_PARTS, NAMED, REGISTRY, TRACKERS, TRACKING_FILES, TRICKS, smoke_flags
+from test_mutations import MULTI_LABEL_RENDER, MUTATIONS
+from tricks import (
+    ENTRIES,
+    MODEL_PARTS,
+    MULTI_LABEL,
+    NAMED,
+    REGISTRY,
+    SINGLE_LABEL_FILES,
+    TRACKERS,
+    TRACKING_FILES,
+    TRICKS,
+    smoke_flags,
+)
 
 BY_SHORT = {trick.short: trick for trick in ENTRIES}
 each_entry = pytest.mark.parametrize("trick", ENTRIES, ids=[trick.short for trick in ENTRIES])
@@ -124,3 +135,15 @@ def test_each_tracker_entry_names_its_config_keys_and_breakages(tracker, cookies
     assert set(tracker.config_keys) <= fields - per_invocation, f"{value}: {set(tracker.config_keys) - fields}"
     assert tracker.breakages and all(name in MUTATIONS for name in tracker.breakages), tracker.breakages
     assert all(MUTATIONS[name][4] == value for name in tracker.breakages), "a breakage applied to another tracker"
+
+
+def test_the_multi_label_entry_names_its_files_config_keys_and_breakages(all_on, cookies_session):
+    """What the multi-label render adds to all-on and drops from it is what the entry and SINGLE_LABEL_FILES list."""
+    project = baked_project(cookies_session, **NAMED["multi-label"])
+    package = Path("src", package_of(project))
+    listed = {str(Path(path.format(package=package))) for path in MULTI_LABEL.files}
+    files, all_on_files = set(render_files(project)), set(render_files(all_on))
+    assert (files - all_on_files, all_on_files - files) == (listed, set(SINGLE_LABEL_FILES))
+    fields, per_invocation = config_fields(project)
+    assert set(MULTI_LABEL.config_keys) <= fields - per_invocation
+    assert MULTI_LABEL.breakages and all(MUTATIONS[name][4] == MULTI_LABEL_RENDER for name in MULTI_LABEL.breakages)

@@ -495,6 +495,53 @@ TRACKERS = [
         absent=lambda run: _no_tracker_files(run, "wandb"),
     ),
 ]
+
+
+def _multi_label(run: Run) -> None:
+    """Every multi-label figure logged each epoch, the labels' figures per class (AP first), no confusion matrix."""
+    figures = ("val_map", "val_f1_micro", "val_f1_macro", "val_f1_samples", "val_hamming_loss", "val_acc")
+    assert all(0 <= float(row[key]) <= 1 for row in run.rows for key in figures), run.rows
+    header = (run.folder / "per_class.csv").read_text().splitlines()[0]
+    assert header == "class,ap,precision,recall,f1,threshold,support", header
+    assert not (run.folder / "confusion_matrix.csv").exists()
+    assert f"best val_map {float(max(run.rows, key=lambda row: float(row['val_map']))['val_map']):.4f}" in run.log
+
+
+def _single_label(run: Run) -> None:
+    assert "val_map" not in run.rows[0] and (run.folder / "confusion_matrix.csv").is_file(), run.rows[0]
+    assert "best val_acc" in run.log, run.log[-3000:]
+
+
+# The task prompt (a choice): single-label is the default render; multi-label adds these files, words and keys.
+MULTI_LABEL = Trick(
+    prompt="task=multi_label",
+    short="multi-label",
+    files=(
+        "{package}/config/multi_label.py",
+        "{package}/data/multi_label.py",
+        "{package}/reports/multi_label.py",
+        "{package}/serving/thresholds.py",
+        "tests/test_multi_label.py",
+        "tests/test_multi_label_data.py",
+        "tests/test_multi_label_metrics.py",
+    ),
+    traces=("multi-label", "multi_label", "bcewithlogitsloss"),
+    config_keys=("threshold", "pos_weight"),
+    flags=(),
+    breakages=(
+        "the positives' weights left out of the multi-label loss",
+        "AP without its ties grouped",
+        "validation figures at 0.5 whatever --threshold",
+        "predict ignores the fitted thresholds",
+        "export drops the fitted thresholds",
+        "the hold-out leaves a class out of validation",
+        "multi-label smoothing dropped",
+        "validation figures of one process's images under DDP",
+    ),
+    at_work=_multi_label,
+    absent=_single_label,
+)
+SINGLE_LABEL_FILES = ("tests/test_metrics.py", "tests/test_datasets.py")  # what a multi-label render has not
 REGISTRY = {trick.prompt: trick for trick in ENTRIES}
 # The tricks the suite varies, in a fixed order (test ids depend on it): those with an entry and a prompt. One without
 # the other fails tests/test_registry.py rather than the suite's collection.
@@ -525,11 +572,13 @@ def answers_for(tricks_on, tracker: str | None = None) -> dict:
 
 def features_on(answers: dict) -> set[str]:
     """The yes/no prompts on, and "tracker=<value>" for the tracker chosen: the checks' `tricks_on` below."""
-    return {trick for trick in TRICKS if answers.get(trick)} | {f"tracker={answers.get('tracker', 'none')}"}
+    chosen = {f"tracker={answers.get('tracker', 'none')}", f"task={answers.get('task', 'single_label')}"}
+    return {trick for trick in TRICKS if answers.get(trick)} | chosen
 
 
 # the named renders: all-on logs to MLflow (the tracker with the most code: its run id rides in the checkpoints)
 NAMED = {"defaults": {}, "all-on": answers_for(TRICKS, "mlflow"), "all-off": answers_for([], "none")}
+NAMED["multi-label"] = NAMED["all-on"] | {"task": "multi_label"}  # every trick on, as all-on, for the other task
 
 
 def unmet(answers: dict) -> list[Trick]:
@@ -556,12 +605,16 @@ def assert_files_exactly_for(project: Path, tricks_on) -> None:
     tracked = any(name.startswith("tracker=") and name != "tracker=none" for name in tricks_on)
     for path in TRACKING_FILES:
         assert (project / path.format(package=package)).is_file() == tracked, path
+    for path in MULTI_LABEL.files:
+        assert (project / path.format(package=package)).is_file() == (MULTI_LABEL.prompt in tricks_on), path
+    for path in SINGLE_LABEL_FILES:
+        assert (project / path).is_file() == (MULTI_LABEL.prompt not in tricks_on), path
 
 
 def assert_traces_exactly_for(text: str, tricks_on, where: str = "the render") -> None:
     """Some of each trick's words appear in `text` (any case) exactly when it is on."""
     text = text.lower()
-    for trick in [*ENTRIES, *TRACKERS]:
+    for trick in [*ENTRIES, *TRACKERS, MULTI_LABEL]:
         found = [word for word in trick.traces if word in text]
         if trick.prompt in tricks_on:
             assert found, f"{trick.prompt} is on but none of {trick.traces} appear in {where}"
@@ -574,7 +627,7 @@ def check_run(run: Run, tricks_on) -> None:
     at work and each one off absent."""
     assert run.rows, "metrics.csv has no row"
     assert all(math.isfinite(float(row[key])) for row in run.rows for key in ("train_loss", "val_loss")), run.rows
-    for trick in [*ENTRIES, *TRACKERS]:
+    for trick in [*ENTRIES, *TRACKERS, MULTI_LABEL]:
         on = trick.prompt in tricks_on
         assert all((key in run.saved) == on for key in trick.config_keys), trick.prompt
         check = trick.at_work if on else trick.absent

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from PIL import Image
+from torch import nn
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.core.files import LOCK_FILE
@@ -23,6 +24,34 @@ NEUTRAL = {
     "precision": "fp32",
 {% endif %}
 }
+
+
+{% if cookiecutter.task == "multi_label" %}
+SYNTHETIC_CLASSES = 5  # the synthetic data's classes (data/multi_label.py)
+CRITERION = nn.BCEWithLogitsLoss  # the plain training loss of this task
+
+
+def random_targets(count: int, classes: int) -> torch.Tensor:
+    """Targets of `count` images as the loader gives them: multi-hot rows, any number of labels each."""
+    return torch.randint(0, 2, (count, classes)).float()
+{% else %}
+SYNTHETIC_CLASSES = 10  # the synthetic data's classes (data/sources.py)
+CRITERION = nn.CrossEntropyLoss  # the plain training loss of this task
+
+
+def random_targets(count: int, classes: int) -> torch.Tensor:
+    """Targets of `count` images as the loader gives them: class indices."""
+    return torch.randint(0, classes, (count,))
+{% endif %}
+
+
+def evaluated_images(figures: dict) -> int:
+    """How many images an evaluation's figures come from."""
+{% if cookiecutter.task == "multi_label" %}
+    return len(figures["targets"])
+{% else %}
+    return int(figures["confusion"].sum())
+{% endif %}
 
 
 def plain_runtime(device: torch.device = torch.device("cpu")) -> Runtime:

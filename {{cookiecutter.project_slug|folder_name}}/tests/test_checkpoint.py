@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import NEUTRAL
+from conftest import CRITERION, NEUTRAL
 from filelock import FileLock
 
 from {{ cookiecutter.package_name }}.cli import main
@@ -23,6 +23,7 @@ from {{ cookiecutter.package_name }}.config import SCRIPT, TrainConfig, make_con
 from {{ cookiecutter.package_name }}.core import files
 from {{ cookiecutter.package_name }}.core.errors import ModelError, OutputError, UserError
 from {{ cookiecutter.package_name }}.models import read_weights
+from {{ cookiecutter.package_name }}.reports.metrics import MONITOR
 from {{ cookiecutter.package_name }}.training import checkpoint, checkpoint_file, continuation, stop_signals
 from {{ cookiecutter.package_name }}.training import train as train_module
 
@@ -60,7 +61,8 @@ def test_resumed_run_equals_an_uninterrupted_one_bitwise(
     if layout != "synthetic":
         for image in sorted((photos / "dogs").iterdir())[2:]:
             image.unlink()
-        cfg = replace(cfg, data=str(photos), image_size=16, batch_size=2, sampler="balanced", class_weights="auto")
+        weighted = {"{{ 'pos_weight' if cookiecutter.task == 'multi_label' else 'class_weights' }}": "auto"}
+        cfg = replace(cfg, data=str(photos), image_size=16, batch_size=2, sampler="balanced", **weighted)
         cfg = replace(cfg, model="small_cnn")  # batches of 2 are too small for the BatchNorm of larger models
     train_module.train(replace(cfg, output_dir=str(tmp_path / "straight")))
 
@@ -325,7 +327,7 @@ def test_an_early_stopped_run_is_finished_and_one_cut_short_after_it_only_writes
     tiny_config, monkeypatch, capsys
 ):
     evaluate = train_module.evaluate
-    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: evaluate(*args, **kwargs) | {"val_acc": 0.5})
+    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: evaluate(*args, **kwargs) | {MONITOR: 0.5})
     cfg = replace(tiny_config, epochs=6, patience=2)  # no better epoch than the first: it stops after epoch 3
     assert [row["epoch"] for row in train_module.train(cfg)["metrics"]] == [1, 2, 3]
     with pytest.raises(OutputError, match=r"stopped early after epoch 3 \(--patience 2\); pass a larger --patience"):
@@ -348,7 +350,7 @@ def test_a_mid_epoch_checkpoint_finishes_its_epoch_before_a_smaller_patience_sto
     tiny_config, monkeypatch, capsys
 ):
     evaluate = train_module.evaluate
-    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: evaluate(*args, **kwargs) | {"val_acc": 0.5})
+    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: evaluate(*args, **kwargs) | {MONITOR: 0.5})
     cfg = replace(tiny_config, epochs=4, max_steps_per_epoch=4, checkpoint_every="3")
     _train_interrupted_in_epoch(cfg, 3, monkeypatch)
     capsys.readouterr()
@@ -380,7 +382,7 @@ def test_a_checkpoint_every_that_is_no_count_of_steps_or_minutes_is_refused():
             replace(TrainConfig(), checkpoint_every=bad)
 
 
-def test_checkpoints_hold_plain_data_and_best_follows_val_acc(tiny_config, tmp_path):
+def test_checkpoints_hold_plain_data_and_best_follows_the_monitored_figure(tiny_config, tmp_path):
     result = train_module.train(replace(tiny_config, epochs=2))
     run = Path(result["config"].output_dir)
     for name in ("last.pt", "best.pt"):
@@ -388,7 +390,7 @@ def test_checkpoints_hold_plain_data_and_best_follows_val_acc(tiny_config, tmp_p
         state = torch.load(run / name, map_location="cpu", weights_only=True)
         assert {"model", "optimizer", "scheduler", "epoch", "metrics", "rng", "config"} <= state.keys()
     best = torch.load(run / "best.pt", weights_only=True)
-    assert best["metrics"][-1]["val_acc"] == max(row["val_acc"] for row in result["metrics"])
+    assert best["metrics"][-1][MONITOR] == max(row[MONITOR] for row in result["metrics"])
     assert not list(run.glob("*.tmp"))
 
 
@@ -396,8 +398,8 @@ def test_checkpoints_hold_plain_data_and_best_follows_val_acc(tiny_config, tmp_p
     "figures",
     [[(0.8, 1.0), (0.5, 0.5), (0.6, 0.4)], [(0.8, 1.0), (0.8, 0.5), (0.6, 0.4)]],  # a tie: the first, as printed
 )
-def test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss(tiny_config, monkeypatch, figures):
-    scripted = iter(figures)  # (val_acc, val_loss) of epochs 1-3: the best is epoch 1
+def test_best_pt_is_the_epoch_of_the_best_monitored_figure_not_of_the_lowest_loss(tiny_config, monkeypatch, figures):
+    scripted = iter(figures)  # (MONITOR, val_loss) of epochs 1-3: the best is epoch 1
     trained, check, evaluate = [], train_module.check_fits, train_module.evaluate
 
     def keep(model, *args):  # the model as trained, just before the first step
@@ -407,7 +409,7 @@ def test_best_pt_is_the_epoch_of_the_highest_val_acc_not_of_the_lowest_loss(tiny
     def scripted_evaluate(model, *args, **kwargs):
         stats = evaluate(model, *args, **kwargs)
         if model is trained[0]:  # the trained model's figures, not those of any average of it
-            stats["val_acc"], stats["val_loss"] = next(scripted)
+            stats[MONITOR], stats["val_loss"] = next(scripted)
         return stats
 
     monkeypatch.setattr(train_module, "check_fits", keep)
@@ -454,7 +456,7 @@ def test_resume_auto_without_checkpoints_starts_fresh(tiny_config, capsys):
 def test_evaluate_accepts_a_checkpoint(tiny_config, tmp_path, capsys):
     train_module.train(tiny_config)
     assert main(["evaluate", "--weights", str(tmp_path / "run" / "best.pt"), "--device", "cpu"]) == 0
-    assert "accuracy" in capsys.readouterr().out
+    assert "{{ 'mAP' if cookiecutter.task == 'multi_label' else 'accuracy' }}" in capsys.readouterr().out
 
 
 def test_resume_of_a_missing_or_truncated_checkpoint_exits_4(tiny_config, tmp_path, capsys):
@@ -472,7 +474,7 @@ def test_a_diverging_run_keeps_the_last_good_checkpoint(fingerprint, tiny_config
     last = tmp_path / "run" / "last.pt"
     good = fingerprint(last)
     nan_loss = lambda self, logits, target: logits.sum() * float("nan")  # noqa: E731
-    monkeypatch.setattr(torch.nn.CrossEntropyLoss, "forward", nan_loss)
+    monkeypatch.setattr(CRITERION, "forward", nan_loss)
     args = ["train", "--config", str(tmp_path / "run" / "config.yaml"), "--resume", "auto", "--epochs", "2"]
     assert main(args) == 7
     assert "epoch 2: the training loss became NaN or infinite at step 1" in capsys.readouterr().err
@@ -834,7 +836,7 @@ def test_resume_auto_falls_back_to_best_when_last_is_empty_and_refuses_weights_f
     evaluate, better = train_module.evaluate, itertools.count()
 
     def improving(*args, **kwargs):  # the best epoch is the last
-        return evaluate(*args, **kwargs) | {"val_acc": float(next(better))}
+        return evaluate(*args, **kwargs) | {MONITOR: float(next(better))}
 
     monkeypatch.setattr(train_module, "evaluate", improving)
     run = tmp_path / "run"
@@ -856,7 +858,7 @@ def test_a_finished_run_whose_last_pt_cannot_be_read_is_not_continued_from_an_ol
     tmp_path, capsys, monkeypatch
 ):
     evaluate = train_module.evaluate
-    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: evaluate(*args, **kwargs) | {"val_acc": 0.5})
+    monkeypatch.setattr(train_module, "evaluate", lambda *args, **kwargs: evaluate(*args, **kwargs) | {MONITOR: 0.5})
     run = tmp_path / "run"
     assert main([*SMOKE, "--output-dir", str(run), "--epochs", "2"]) == 0  # best.pt: epoch 1
     (run / "last.pt").unlink()

@@ -21,6 +21,39 @@ no_accelerator = pytest.mark.skipif(torch.accelerator.is_available(), reason="ch
 SMOKE = ["--epochs", "1", "--batch-size", "4", "--device", "cpu", "--num-workers", "0"]
 
 
+{% if cookiecutter.task == "multi_label" %}
+def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsys):
+    """Class folders are multi-label data of one label per image."""
+    run = tmp_path / "run"
+    args = ["train", "--data", str(image_folder), "--image-size", "32", "--output-dir", str(run), *SMOKE]
+    assert main(args) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].endswith(f": {run / 'model.pt'}")
+
+    training_report = (run / "per_class.csv").read_bytes()
+    assert main(["evaluate", "--weights", str(run / "model.pt"), "--device", "cpu"]) == 0
+    assert capsys.readouterr().out.startswith("mAP ")
+    (evaluation,) = run.glob("eval-model-images-*")  # its own folder: the training run's report stays as it was
+    assert (run / "per_class.csv").read_bytes() == training_report
+    with open(evaluation / "per_class.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert [r["class"] for r in rows] == ["cats", "dogs", "micro avg", "macro avg", "samples avg"]
+    assert sum(int(r["support"]) for r in rows[:2]) == 6  # the 6 validation images, one label each
+    assert not (evaluation / "confusion_matrix.csv").exists()
+
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (64, 48), (200, 40, 40)).save(photo)
+    output = tmp_path / "predictions.csv"
+    command = ["predict", "--weights", str(run / "model.pt"), str(photo), "--output", str(output), "--top-k", "2"]
+    assert main(command) == 0
+    path, labels, *ranked = capsys.readouterr().out.strip("\n").split("\t")  # notices go to stderr
+    probabilities = {name: float(probability) for name, probability in zip(ranked[::2], ranked[1::2], strict=True)}
+    assert path == str(photo) and sorted(probabilities) == ["cats", "dogs"]
+    assert labels == ";".join(name for name in ("cats", "dogs") if probabilities[name] >= 0.5)  # --threshold 0.5
+    with open(output) as file:
+        (written,) = list(csv.DictReader(file))
+    assert (written["path"], written["labels"], written["class_1"]) == (path, labels, ranked[0])
+    assert float(written["probability_1"]) == pytest.approx(float(ranked[1]), abs=1e-4)
+{% else %}
 def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsys):
     run = tmp_path / "run"
     args = ["train", "--data", str(image_folder), "--image-size", "32", "--output-dir", str(run), *SMOKE]
@@ -48,6 +81,7 @@ def test_train_evaluate_predict_on_an_image_folder(image_folder, tmp_path, capsy
         (written,) = list(csv.DictReader(file))
     assert (written["path"], written["class_1"]) == (path, label)
     assert float(written["probability_1"]) == pytest.approx(float(probability), abs=1e-4)
+{% endif %}
 
 
 NO_ACCELERATOR = "no GPU or other accelerator is available: running on the CPU."

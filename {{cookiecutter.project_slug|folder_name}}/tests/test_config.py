@@ -68,6 +68,9 @@ EXEMPT = {
     "clip_grad_norm": "read by the loop: test_grad_clipping.py",
     "clip_grad_norm_type": "read by the loop: test_grad_clipping.py",
 {% endif %}
+{% if cookiecutter.task == "multi_label" %}
+    "threshold": "where validation and predictions turn probabilities into labels: test_multi_label.py",
+{% endif %}
 {% if cookiecutter.tracker == "mlflow" %}
     "tracking_uri": "read by the tracker: test_tracking.py",
 {% endif %}

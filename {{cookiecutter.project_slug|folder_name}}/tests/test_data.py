@@ -15,22 +15,24 @@ from {{ cookiecutter.package_name }}.core.errors import DataError, UserError
 from {{ cookiecutter.package_name }}.data import loaders, sources, transforms
 from {{ cookiecutter.package_name }}.data.decoding import load_image, load_rgb
 from {{ cookiecutter.package_name }}.data.loaders import DeviceLoader, build_data, start_epoch
+{% if cookiecutter.task == "multi_label" %}
+from {{ cookiecutter.package_name }}.data.multi_label import SyntheticTags as Synthetic
+from {{ cookiecutter.package_name }}.data.samplers import SeededBatches
+from {{ cookiecutter.package_name }}.data.sources import DOWNLOADABLE, open_datasets
+{% else %}
 from {{ cookiecutter.package_name }}.data.samplers import SeededBatches, inverse_frequency
-from {{ cookiecutter.package_name }}.data.sources import (
-    DOWNLOADABLE,
-    SyntheticImages,
-    default_image_size,
-    open_datasets,
-)
+from {{ cookiecutter.package_name }}.data.sources import DOWNLOADABLE, default_image_size, open_datasets
+from {{ cookiecutter.package_name }}.data.sources import SyntheticImages as Synthetic
+{% endif %}
 from {{ cookiecutter.package_name }}.data.transforms import Augmentation, build_transform, compute_mean_std
 from {{ cookiecutter.package_name }}.training.train import resolve
 
 
 def test_synthetic_data_is_deterministic_from_the_seed():
-    a, b, c = SyntheticImages(64, seed=1), SyntheticImages(64, seed=1), SyntheticImages(64, seed=2)
+    a, b, c = Synthetic(64, seed=1), Synthetic(64, seed=1), Synthetic(64, seed=2)
     assert torch.equal(a.images, b.images) and torch.equal(a.targets, b.targets)
     assert not torch.equal(a.images, c.images)
-    assert len(a.classes) == 10 and a.images.dtype == torch.uint8 and a.images.shape[1:] == (3, 32, 32)
+    assert len(a.classes) == {{ 5 if cookiecutter.task == 'multi_label' else 10 }} and a.images.dtype == torch.uint8 and a.images.shape[1:] == (3, 32, 32)
 
 
 def test_transforms_give_normalised_chw_floats_and_augment_training_only():
@@ -40,7 +42,7 @@ def test_transforms_give_normalised_chw_floats_and_augment_training_only():
     assert tensor.shape == (3, 24, 24) and tensor.dtype == torch.float32
     assert 0 <= tensor.min() and tensor.max() <= 1
     assert torch.equal(val(image), tensor)  # validation is deterministic
-    stripes = SyntheticImages(1, seed=0).images[0]
+    stripes = Synthetic(1, seed=0).images[0]
     train = build_transform("synthetic", 32, None, None, Augmentation())
     assert any(not torch.equal(train(stripes), train(stripes)) for _ in range(5))
     normalised = build_transform("folder", 24, [0.5, 0.5, 0.0], [0.5, 0.5, 1.0])(image)
@@ -80,7 +82,11 @@ def test_image_folder_loads_with_class_names(image_folder, tiny_config):
     data = build_data(cfg, torch.device("cpu"))
     assert data.classes == ["cats", "dogs"]
     images, targets = next(iter(data.train))
+{% if cookiecutter.task == "multi_label" %}
+    assert images.shape[1:] == (3, 32, 32) and targets.shape[1:] == (2,) and targets.sum(1).eq(1).all()  # one label
+{% else %}
     assert images.shape[1:] == (3, 32, 32) and set(targets.tolist()) <= {0, 1}
+{% endif %}
 
 
 @pytest.mark.parametrize(
@@ -125,7 +131,7 @@ def test_training_crops_have_their_documented_scale_and_padding():
 
 
 def test_a_batchs_augmentation_follows_its_seed_epoch_and_indices_and_leaves_the_main_stream_alone():
-    images = SyntheticImages(8, seed=0, transform=build_transform("synthetic", 32, None, None, Augmentation("basic")))
+    images = Synthetic(8, seed=0, transform=build_transform("synthetic", 32, None, None, Augmentation("basic")))
     seeded = SeededBatches(images, seed=3)
     state = torch.get_rng_state()
     batch = seeded.__getitems__([5, 2, 5])  # a balanced draw may take one image twice
@@ -138,14 +144,15 @@ def test_a_batchs_augmentation_follows_its_seed_epoch_and_indices_and_leaves_the
 
 
 def test_synthetic_images_are_transformed_only_when_given_a_transform():
-    plain = SyntheticImages(4, seed=0)
+    plain = Synthetic(4, seed=0)
     assert plain[1][0].dtype == torch.uint8 and torch.equal(plain[1][0], plain.images[1])
-    halved = SyntheticImages(4, seed=0, transform=lambda image: image // 2)
-    assert torch.equal(halved[1][0], plain.images[1] // 2) and halved[1][1] == int(plain.targets[1])
+    halved = Synthetic(4, seed=0, transform=lambda image: image // 2)
+    assert torch.equal(halved[1][0], plain.images[1] // 2)
+    assert torch.equal(torch.as_tensor(halved[1][1]), torch.as_tensor(plain.targets[1]))
 
 
 def test_statistics_are_rounded_to_four_places_and_follow_the_seed():
-    images = SyntheticImages(600, seed=0, transform=v2.ToDtype(torch.float32, scale=True))
+    images = Synthetic(600, seed=0, transform=v2.ToDtype(torch.float32, scale=True))
     mean, std = compute_mean_std(images, samples=64, seed=1)
     assert all(round(value, 4) == value for value in mean + std)
     assert (mean, std) != compute_mean_std(images, samples=64, seed=2)
@@ -156,6 +163,9 @@ def test_every_image_is_read_as_rgb_whatever_its_mode(tmp_path, image_folder):
     Image.new("RGBA", (8, 8), (1, 2, 3, 4)).save(tmp_path / "alpha.png")
     assert load_rgb(str(tmp_path / "grey.png")).mode == "RGB" and load_rgb(str(tmp_path / "alpha.png")).mode == "RGB"
     opened, _ = open_datasets(TrainConfig(data=str(image_folder)), ("train", "val"), training=True)
+{% if cookiecutter.task == "multi_label" %}
+    opened = {split: dataset.dataset for split, dataset in opened.items()}  # the class folders, one label each
+{% endif %}
     assert opened["train"].loader is load_image and opened["val"].loader is load_image  # names a bad file
 
 
@@ -224,12 +234,14 @@ def test_a_16_bit_image_keeps_its_shades(tmp_path):
     assert Image.open(tmp_path / "deep.png").mode.startswith("I")
     pixels = np.asarray(load_rgb(str(tmp_path / "deep.png")))
     assert pixels[0, :, 0].tolist() == [0, 78, 156, 255] and (pixels == pixels[..., :1]).all()
+{% if cookiecutter.task != "multi_label" %}
 
 
 def test_native_sizes_and_class_weights():
     assert [default_image_size(name) for name in ("synthetic", "cifar10", "mnist", "photos")] == [32, 32, 28, 224]
     weights = inverse_frequency([0, 0, 1], 3)  # the last class has no training image
     assert weights.shape == (3,) and weights[2] == 0 and weights[1] == 2 * weights[0]
+{% endif %}
 
 
 def test_a_tree_with_only_a_val_folder_is_a_split_tree_not_a_class_named_val(tmp_path):
@@ -259,7 +271,11 @@ def test_the_summary_names_more_than_twenty_classes_and_each_unmeasured_one(tmp_
             self.dataset = types.SimpleNamespace(targets=targets, classes=classes)
 
     classes = [f"c{i}" for i in range(20)]
+{% if cookiecutter.task == "multi_label" %}
+    summary = loaders.Data(Loader(torch.eye(20), classes), Loader(torch.eye(20)[:18], classes), classes, None, None)
+{% else %}
     summary = loaders.Data(Loader(list(range(20)), classes), Loader(list(range(18)), classes), classes, None, None)
+{% endif %}
     loaders.describe_data(summary, tmp_path)
     captured = capsys.readouterr()
     assert " more" not in captured.out  # exactly LISTED_CLASSES: all listed
@@ -298,6 +314,6 @@ def test_statistics_are_sampled_with_the_runs_seed(monkeypatch):
 
 def test_a_csv_of_one_image_is_refused_for_the_split_it_leaves_empty(tmp_path):
     Image.new("RGB", (8, 8)).save(tmp_path / "a.png")
-    (tmp_path / "labels.csv").write_text("path,label,split\na.png,cat,train\n")
+    (tmp_path / "labels.csv").write_text("path,label{{ 's' if cookiecutter.task == 'multi_label' }},split\na.png,cat,train\n")
     with pytest.raises(UserError, match="val"):
         build_data(resolve(TrainConfig(data=str(tmp_path / "labels.csv"), image_size=8)), torch.device("cpu"))

@@ -1,3 +1,4 @@
+{% if cookiecutter.task != "multi_label" %}
 """Data as people have it: one folder of class folders or a CSV, held out per class; imbalanced classes;
 augmentation policies; test-time augmentation; predictions for whole folders."""
 
@@ -592,3 +593,4 @@ def test_predict_on_folders_writes_top_k_predictions_and_skips_unreadable_files(
     for nothing_to_predict in (tmp_path / "photos" / "broken.png", tmp_path / "nowhere"):
         assert main(["predict", "--weights", weights, str(nothing_to_predict), "--output", str(output)]) == 3
     assert len(read_rows(output)) == 4  # failed predictions leave the earlier file as it was
+{% endif %}

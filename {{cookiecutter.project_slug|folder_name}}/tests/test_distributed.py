@@ -334,7 +334,7 @@ def test_every_run_in_a_process_group_agrees_over_one_cpu_group(one_rank_group):
 
 {% endif %}
 def test_each_split_of_a_distributed_job_gets_its_sampler(one_rank_group, monkeypatch):
-    dataset, generator = sources.SyntheticImages(10, seed=0), torch.Generator()
+    dataset, generator = sources.{{ "SyntheticTags" if cookiecutter.task == "multi_label" else "SyntheticImages" }}(10, seed=0), torch.Generator()
     train = samplers._sampler("train", dataset, TrainConfig(seed=5), generator)
     assert isinstance(train, torch.utils.data.DistributedSampler) and train.shuffle
     assert train.dataset is dataset and train.seed == 5  # every rank shuffles alike, each epoch anew
@@ -421,14 +421,20 @@ def _rank_validates_its_share(rank: int, store: str, folder: str, out: str) -> N
 
 @pytest.mark.slow
 def test_two_ranks_validate_to_the_figures_of_one_process(image_folder, tmp_path):
-    """5 validation images on 2 ranks: loss, accuracy and confusion matrix equal those of a single process (no image
-    counted twice to even out the ranks, every rank's loss summed)."""
+    """5 validation images on 2 ranks: the figures equal those of a single process (no image counted twice to even
+    out the ranks, every rank's share counted)."""
     (image_folder / "val" / "dogs" / "2.png").unlink()
     args = (str(tmp_path / "store"), str(image_folder), str(tmp_path))
     torch.multiprocessing.spawn(_rank_validates_its_share, args=args, nprocs=2)
     together, alone = torch.load(tmp_path / "figures.pt", weights_only=True), _validation(str(image_folder))
+{% if cookiecutter.task == "multi_label" %}
+    assert len(together["targets"]) == len(alone["targets"]) == 5  # each image once, in the ranks' order
+    assert torch.equal(together["targets"].sum(0), alone["targets"].sum(0))
+    assert together["val_map"] == pytest.approx(alone["val_map"]) and together["val_acc"] == alone["val_acc"]
+{% else %}
     assert int(alone["confusion"].sum()) == 5 and torch.equal(together["confusion"], alone["confusion"])
     assert together["val_acc"] == alone["val_acc"]
+{% endif %}
     assert together["val_loss"] == pytest.approx(alone["val_loss"], rel=1e-6)
 
 

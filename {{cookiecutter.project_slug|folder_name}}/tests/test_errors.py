@@ -239,7 +239,7 @@ def test_an_operation_without_a_deterministic_kernel_is_named_in_one_line(tmp_pa
     [
         ("vit_b_16", "the model needs 224 px images, not 32 px: pass --image-size 224"),
         ("one_channel", "the model takes 1-channel images, the data gives 3-channel ones"),
-        ("five_classes", "the model gives 5 class scores for 10 classes"),
+        ("too_few_classes", "the model gives {{ 4 if cookiecutter.task == 'multi_label' else 5 }} class scores for {{ 5 if cookiecutter.task == 'multi_label' else 10 }} classes"),
     ],
 )
 def test_data_and_model_that_do_not_fit_stop_before_the_first_step(tmp_path, capsys, monkeypatch, model, message):
@@ -247,7 +247,7 @@ def test_data_and_model_that_do_not_fit_stop_before_the_first_step(tmp_path, cap
     build = train_module.build_model
     odd = {
         "one_channel": lambda: nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten()),  # made for grey images
-        "five_classes": lambda: build("small_cnn", 5),
+        "too_few_classes": lambda: build("small_cnn", {{ 4 if cookiecutter.task == "multi_label" else 5 }}),
     }
     if model in odd:
         monkeypatch.setattr(train_module, "build_model", lambda *args: odd[model]())

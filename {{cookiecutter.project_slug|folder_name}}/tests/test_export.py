@@ -15,7 +15,7 @@ from pathlib import Path
 import onnx
 import pytest
 import torch
-from conftest import listing
+from conftest import SYNTHETIC_CLASSES, listing
 from filelock import FileLock
 from PIL import Image
 
@@ -315,7 +315,7 @@ def test_bad_export_and_model_file_requests_are_one_line(small_cnn_weights, tmp_
     assert main(["predict", "--model-file", str(real), str(image)]) == 4
     assert capsys.readouterr().err.splitlines() == [
         f"note: {real} carries no copy of its sidecar; {sidecar_path(real)} is taken as it is",
-        f"error: {real} gives 10 class scores, its sidecar names 2 classes; export again",
+        f"error: {real} gives {SYNTHETIC_CLASSES} class scores, its sidecar names 2 classes; export again",
     ]
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # not installed

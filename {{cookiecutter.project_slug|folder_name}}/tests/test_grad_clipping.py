@@ -3,7 +3,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from torch import nn
+from conftest import CRITERION, SYNTHETIC_CLASSES
 
 from {{ cookiecutter.package_name }}.data.loaders import build_data
 from {{ cookiecutter.package_name }}.models import SmallCNN
@@ -36,12 +36,12 @@ def clipped_epoch(tiny_config, precision: str, scaled: bool, **changes) -> tuple
     cfg = replace(cfg, precision=precision)
 {% endif %}
     torch.manual_seed(0)
-    model = SmallCNN(10)
+    model = SmallCNN(SYNTHETIC_CLASSES)
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9)
     norms = []
     norm_type = cfg.clip_grad_norm_type
     optimizer.register_step_pre_hook(lambda opt, args, kwargs: norms.append(total_norm(model.parameters(), norm_type)))
-    clipping = grad_clipping.build(cfg, 10)
+    clipping = grad_clipping.build(cfg, SYNTHETIC_CLASSES)
     runtime = Runtime(CPU, cfg)
 {% if cookiecutter.use_amp %}
     # this precision as it is, even where the CPU would take another; fp16 as it would be scaled on a GPU
@@ -49,7 +49,7 @@ def clipped_epoch(tiny_config, precision: str, scaled: bool, **changes) -> tuple
 {% endif %}
     batches = build_data(cfg, CPU).train
     loop = {"accumulate_steps": cfg.accumulate_steps, "max_steps": cfg.max_steps_per_epoch}
-    stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, runtime, [clipping], **loop)
+    stats = train_one_epoch(model, batches, CRITERION(), optimizer, runtime, [clipping], **loop)
     return norms, stats | clipping.after_epoch(1, model, validate=None)
 
 

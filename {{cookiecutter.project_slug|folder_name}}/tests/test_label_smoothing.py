@@ -9,6 +9,13 @@ from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.training.train import train
 
 
+{% if cookiecutter.task == "multi_label" %}
+def reference_loss(logits: torch.Tensor, targets: torch.Tensor, eps: float) -> torch.Tensor:
+    """Binary cross-entropy of every label against (1 - eps) * target + eps / 2, written out by hand."""
+    smoothed = (1 - eps) * targets + eps / 2
+    log_p, log_not_p = logits.sigmoid().log(), (-logits).sigmoid().log()  # log p and log (1 - p)
+    return -(smoothed * log_p + (1 - smoothed) * log_not_p).mean()
+{% else %}
 def reference_loss(logits: torch.Tensor, targets: torch.Tensor, eps: float) -> torch.Tensor:
     """Cross-entropy against (1 - eps) * one_hot + eps / classes, written out by hand."""
     log_p = logits.log_softmax(1)
@@ -16,6 +23,7 @@ def reference_loss(logits: torch.Tensor, targets: torch.Tensor, eps: float) -> t
     target_term = (1 - eps) * log_p[torch.arange(len(targets)), targets]
     uniform_term = eps / classes * log_p.sum(1)
     return -(target_term + uniform_term).mean()
+{% endif %}
 
 
 def test_the_logged_training_loss_is_the_closed_form_on_the_batch_trained_on(tiny_config, watch):

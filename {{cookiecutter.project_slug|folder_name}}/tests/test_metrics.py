@@ -1,3 +1,4 @@
+{% if cookiecutter.task != "multi_label" %}
 """The confusion-matrix figures computed by hand on small matrices, and the CSVs they are written to."""
 
 import pytest
@@ -59,3 +60,4 @@ def test_the_report_csvs_end_lines_in_a_plain_line_feed_and_refuse_ragged_rows(t
     assert (tmp_path / "confusion_matrix.csv").read_bytes() == b"true \\ predicted,a,b\na,1,0\nb,0,1\n"
     with pytest.raises(ValueError):  # as many rows as classes, but each row one column too many
         write_confusion_csv(tmp_path / "ragged.csv", torch.zeros(2, 3, dtype=torch.long), ["a", "b"])
+{% endif %}

@@ -37,6 +37,16 @@ def fixed_mixup(lam: float, num_classes: int) -> v2.MixUp:
 @pytest.mark.parametrize("batch", [4, 5, 1])  # odd and single-image last batches too
 def test_mixed_images_and_loss_equal_the_reference(batch):
     torch.manual_seed(0)
+{% if cookiecutter.task == "multi_label" %}
+    images, targets, lam = torch.rand(batch, 3, 8, 8), torch.randint(0, 2, (batch, 3)).float(), 0.7
+    mixed, soft = fixed_mixup(lam, 3)(images, targets)
+    partner = images.roll(1, 0), targets.roll(1, 0)
+    assert torch.allclose(mixed, lam * images + (1 - lam) * partner[0])
+    assert torch.allclose(soft, lam * targets + (1 - lam) * partner[1])  # each label mixed on its own
+    logits = torch.randn(batch, 3)
+    expected = -(soft * logits.sigmoid().log() + (1 - soft) * (-logits).sigmoid().log()).mean()
+    assert torch.allclose(nn.BCEWithLogitsLoss()(logits, soft), expected)
+{% else %}
     images, targets, lam = torch.rand(batch, 3, 8, 8), torch.randint(0, 3, (batch,)), 0.7
     mixed, soft = fixed_mixup(lam, 3)(images, targets)
     partner = images.roll(1, 0), targets.roll(1, 0)
@@ -46,6 +56,7 @@ def test_mixed_images_and_loss_equal_the_reference(batch):
     logits = torch.randn(batch, 3)
     expected = -(soft * logits.log_softmax(1)).sum(1).mean()
     assert torch.allclose(nn.CrossEntropyLoss()(logits, soft), expected)
+{% endif %}
 
 
 def test_no_mix_when_both_alphas_are_zero_and_a_choice_when_both_are_set():
@@ -57,6 +68,18 @@ def test_no_mix_when_both_alphas_are_zero_and_a_choice_when_both_are_set():
 {% if cookiecutter.use_label_smoothing %}
 def test_label_smoothing_is_applied_exactly_once_on_mixed_targets():
     torch.manual_seed(0)
+{% if cookiecutter.task == "multi_label" %}
+    from {{ cookiecutter.package_name }}.tricks import label_smoothing
+
+    targets = torch.tensor([[1.0, 0, 1], [0, 1, 0], [0, 0, 0], [1, 1, 0]])
+    images, lam, eps = torch.rand(4, 3, 8, 8), 0.6, 0.1
+    _, soft = fixed_mixup(lam, 3)(images, targets)
+    assert torch.allclose(soft, lam * targets + (1 - lam) * targets.roll(1, 0))  # unsmoothed on the way out
+    logits = torch.randn(4, 3)
+    once = soft * (1 - eps) + eps / 2
+    criterion = label_smoothing.build(TrainConfig(label_smoothing=eps), 3).criterion(nn.BCEWithLogitsLoss())
+    assert torch.allclose(criterion(logits, soft), nn.functional.binary_cross_entropy_with_logits(logits, once))
+{% else %}
     images, targets, lam, eps = torch.rand(4, 3, 8, 8), torch.tensor([0, 1, 2, 1]), 0.6, 0.1
     _, soft = fixed_mixup(lam, 3)(images, targets)
     assert torch.allclose(soft.sum(1), torch.ones(4)) and soft.min() == 0  # unsmoothed on the way out
@@ -64,6 +87,7 @@ def test_label_smoothing_is_applied_exactly_once_on_mixed_targets():
     once = soft * (1 - eps) + eps / 3
     expected = -(once * logits.log_softmax(1)).sum(1).mean()
     assert torch.allclose(nn.CrossEntropyLoss(label_smoothing=eps)(logits, soft), expected)
+{% endif %}
 
 
 {% endif %}
@@ -78,9 +102,15 @@ def test_the_model_trains_on_the_mixed_batches_against_their_soft_labels(tiny_co
     # the loss the loop logs is taken against the mixed soft labels
     losses = []
     for (_, targets), logits in zip(watch.batches, watch.logits, strict=True):
+{% if cookiecutter.task == "multi_label" %}
+        soft = lam * targets + (1 - lam) * targets.roll(1, 0)
+        losses.append(nn.functional.binary_cross_entropy_with_logits(logits, soft).item() * len(targets))
+{% else %}
         soft = lam * nn.functional.one_hot(targets, 10) + (1 - lam) * nn.functional.one_hot(targets.roll(1, 0), 10)
         losses.append(nn.functional.cross_entropy(logits, soft.float()).item() * len(targets))
+{% endif %}
     assert rows[0]["train_loss"] == pytest.approx(sum(losses) / sum(len(t) for _, t in watch.batches), rel=1e-5)
+{% if cookiecutter.task != "multi_label" %}
 
 
 def test_train_acc_counts_the_label_with_the_larger_share_of_each_mixed_image(tiny_config):
@@ -97,6 +127,7 @@ def test_train_acc_counts_the_label_with_the_larger_share_of_each_mixed_image(ti
     cpu, mix = torch.device("cpu"), [Mix(shifted)]
     stats = train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime(cpu), tricks=mix)
     assert stats["train_acc"] == 0.5  # against the original labels it would be 0
+{% endif %}
 
 
 def test_mixup_training_validates_on_hard_labels(tiny_config):
@@ -104,12 +135,23 @@ def test_mixup_training_validates_on_hard_labels(tiny_config):
     result = train(cfg)
     model, row = result["model"].eval(), result["metrics"][0]
     val, loss_sum, correct, seen = build_data(resolve(cfg), torch.device("cpu")).val, 0.0, 0, 0
+{% if cookiecutter.task == "multi_label" %}
+    with torch.no_grad():  # plain binary cross-entropy on unmixed images and their labels, by hand
+        for images, targets in itertools.islice(val, cfg.max_steps_per_epoch):
+            logits = model(images)
+            loss_sum += nn.functional.binary_cross_entropy_with_logits(logits, targets, reduction="sum").item()
+            right = ((logits >= 0) == (targets == 1)).all(1)  # every label of the image
+            correct, seen = correct + right.sum().item(), seen + targets.numel()
+    seen_images = seen // targets.shape[1]
+    assert row["val_loss"] == pytest.approx(loss_sum / seen, rel=1e-5) and row["val_acc"] == correct / seen_images
+{% else %}
     with torch.no_grad():  # plain cross-entropy on unmixed images and hard labels, by hand
         for images, targets in itertools.islice(val, cfg.max_steps_per_epoch):
             logits = model(images)
             loss_sum += nn.functional.cross_entropy(logits, targets, reduction="sum").item()
             correct, seen = correct + (logits.argmax(1) == targets).sum().item(), seen + len(targets)
     assert row["val_loss"] == pytest.approx(loss_sum / seen, rel=1e-5) and row["val_acc"] == correct / seen
+{% endif %}
     assert row["train_loss"] > 0  # the training loss, on mixed soft targets, is another figure
 
 

@@ -5,14 +5,18 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+{% if cookiecutter.task != "multi_label" %}
 from sklearn import metrics as sklearn_metrics
+{% endif %}
 
 from {{ cookiecutter.package_name }}.cli import main
+{% if cookiecutter.task != "multi_label" %}
 from {{ cookiecutter.package_name }}.reports.metrics import (
     confusion_matrix,
     per_class_report,
     write_confusion_csv,
 )
+{% endif %}
 from {{ cookiecutter.package_name }}.reports.plots import confusion_figure, learning_curves, save
 from {{ cookiecutter.package_name }}.training.train import train
 
@@ -47,6 +51,7 @@ def test_class_names_are_drawn_as_text_not_as_math(tmp_path):
     classes = ["price $\\notacommand$", "50% off", "a_b^c"]  # "$...$" would be parsed as TeX-like math
     save(confusion_figure([[1, 0, 0], [0, 1, 0], [0, 0, 1]], classes), tmp_path / "confusion.png")
     assert_picture(tmp_path / "confusion.png", (500, 400))
+{% if cookiecutter.task != "multi_label" %}
 
 
 def test_per_class_report_matches_counting_by_hand():
@@ -64,6 +69,8 @@ def test_per_class_report_matches_counting_by_hand():
     assert rows["micro avg"]["f1"] == pytest.approx(accuracy) and rows["micro avg"]["support"] == 500
     assert rows["macro avg"]["f1"] == pytest.approx(np.mean([rows[name]["f1"] for name in "abcde"]))
     assert rows["weighted avg"]["recall"] == pytest.approx(accuracy)
+{% endif %}
+{% if cookiecutter.task != "multi_label" %}
 
 
 def test_report_and_confusion_csv_equal_scikit_learns_on_an_asymmetric_case(tmp_path):
@@ -88,6 +95,8 @@ def test_report_and_confusion_csv_equal_scikit_learns_on_an_asymmetric_case(tmp_
     written = read_csv(tmp_path / "confusion.csv")
     assert [row["true \\ predicted"] for row in written] == classes  # rows: the true class
     assert [[int(row[name]) for name in classes] for row in written] == expected.tolist()
+{% endif %}
+{% if cookiecutter.task != "multi_label" %}
 
 
 def test_every_epoch_writes_the_report_and_the_run_ends_with_pictures(tiny_config, tmp_path):
@@ -102,6 +111,7 @@ def test_every_epoch_writes_the_report_and_the_run_ends_with_pictures(tiny_confi
     assert sum(int(report[name]["support"]) for name in classes) == evaluated
     assert_picture(run / "learning_curves.png", (1500, 400))
     assert_picture(run / "confusion_matrix.png", (800, 700))
+{% endif %}
 
 
 def test_plot_redraws_a_run_and_refuses_a_folder_without_one(tiny_config, tmp_path, capsys):
@@ -217,6 +227,7 @@ def test_predicting_on_several_folders_takes_the_images_of_each(tmp_path):
     found = image_files([str(tmp_path / "one"), str(tmp_path / "two"), str(tmp_path / "three.png")])
     assert found == [tmp_path / "one" / "a.png", tmp_path / "one" / "b.png", tmp_path / "two" / "c.jpg", found[-1]]
     assert found[-1] == tmp_path / "three.png"
+{% if cookiecutter.task != "multi_label" %}
 
 
 def test_evaluate_uses_the_class_names_the_weights_carry_and_warns_when_classes_txt_differs(tiny_config, capsys):
@@ -236,6 +247,7 @@ def test_evaluate_uses_the_class_names_the_weights_carry_and_warns_when_classes_
     last_line = f"accuracy {accuracy:.4f} on {images} images; report: {run}/report/per_class.csv"
     assert captured.out.splitlines()[-1] == last_line
     assert [row["class"] for row in read_csv(f"{run}/report/per_class.csv")][: len(listed)] == listed
+{% endif %}
 
 
 def test_evaluate_refuses_what_does_not_fit_the_run_in_one_line_each(tiny_config, tmp_path, image_folder):

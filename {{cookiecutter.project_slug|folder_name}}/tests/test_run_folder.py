@@ -234,7 +234,8 @@ def test_predict_never_writes_over_a_file_that_holds_no_predictions(fingerprint,
     assert fingerprint(run / "model.pt") == before
     assert main([*predict, str(tmp_path / "p.csv")]) == 0 and main([*predict, str(tmp_path / "p.csv")]) == 0
     text = (tmp_path / "p.csv").read_bytes()
-    assert text.startswith(b"path,class_1,probability_1\n") and b"\r" not in text  # plain line ends
+    header = b"path,{{ 'labels,' if cookiecutter.task == 'multi_label' }}class_1,probability_1\n"
+    assert text.startswith(header) and b"\r" not in text  # plain line ends
     assert torch.load(run / "model.pt", weights_only=True)  # still the weights
     assert main([*predict, str(tmp_path)]) == 2
     assert one_line_error(capsys) == f"error: --output {tmp_path} is a folder; give a file name such as predictions.csv"

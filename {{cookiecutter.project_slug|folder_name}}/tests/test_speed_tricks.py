@@ -2,9 +2,10 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import NEUTRAL, plain_runtime
+from conftest import CRITERION, NEUTRAL, plain_runtime, random_targets
 from torch import nn
 
+from {{ cookiecutter.package_name }}.reports.metrics import MONITOR
 from {{ cookiecutter.package_name }}.training import train as train_module
 from {{ cookiecutter.package_name }}.training.engine import train_one_epoch
 from {{ cookiecutter.package_name }}.training.train import train
@@ -40,10 +41,10 @@ def test_accumulating_k_batches_of_b_equals_one_batch_of_kb(exact_setup, tmp_pat
 def test_an_incomplete_last_group_steps_on_its_own_mean_gradient():
     # 3 batches in groups of 2: one update on the mean gradient of batches 1-2, then one on batch 3 alone
     torch.manual_seed(0)
-    batches = [(torch.randn(8, 3, 8, 8), torch.randint(0, 10, (8,))) for _ in range(3)]
+    batches = [(torch.randn(8, 3, 8, 8), random_targets(8, 10)) for _ in range(3)]
     accumulated = no_batchnorm_model("", 10)
     initial = {key: value.clone() for key, value in accumulated.state_dict().items()}
-    criterion, device = nn.CrossEntropyLoss(), torch.device("cpu")
+    criterion, device = CRITERION(), torch.device("cpu")
     optimizer = torch.optim.SGD(accumulated.parameters(), lr=0.5)
     train_one_epoch(accumulated, batches, criterion, optimizer, plain_runtime(device), accumulate_steps=2)
 
@@ -81,13 +82,13 @@ def test_patience_stops_when_validation_accuracy_stalls(tiny_config, capsys, mon
     evaluate = train_module.evaluate
 
     def scripted(*args, **kwargs):
-        return evaluate(*args, **kwargs) | {"val_acc": next(accuracies)}
+        return evaluate(*args, **kwargs) | {MONITOR: next(accuracies)}
 
     monkeypatch.setattr(train_module, "evaluate", scripted)
     tiny_config = replace(tiny_config, **NEUTRAL)  # one evaluation per epoch (no EMA's)
     result = train(replace(tiny_config, epochs=6, patience=2))
     assert [row["epoch"] for row in result["metrics"]] == [1, 2, 3, 4]
-    assert "early stop: val_acc has not improved for 2 epochs since epoch 2" in capsys.readouterr().out
+    assert f"early stop: {MONITOR} has not improved for 2 epochs since epoch 2" in capsys.readouterr().out
 
 
 @pytest.mark.slow

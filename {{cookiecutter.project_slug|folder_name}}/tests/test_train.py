@@ -1,5 +1,6 @@
 import csv
 import json
+import types
 from dataclasses import replace
 
 import pytest
@@ -10,9 +11,17 @@ from torch import nn
 
 from {{ cookiecutter.package_name }}.config import TrainConfig, load_config_file, make_config
 from {{ cookiecutter.package_name }}.core.errors import UserError
-from {{ cookiecutter.package_name }}.data.sources import SyntheticImages
+{% if cookiecutter.task == "multi_label" %}
+from {{ cookiecutter.package_name }}.data.multi_label import SyntheticTags as Synthetic
+{% else %}
+from {{ cookiecutter.package_name }}.data.sources import SyntheticImages as Synthetic
+{% endif %}
 from {{ cookiecutter.package_name }}.models import SmallCNN, build_model
-from {{ cookiecutter.package_name }}.reports.metrics import confusion_matrix, per_class_report
+{% if cookiecutter.task == "multi_label" %}
+from {{ cookiecutter.package_name }}.reports.metrics import MONITOR
+{% else %}
+from {{ cookiecutter.package_name }}.reports.metrics import MONITOR, confusion_matrix, per_class_report
+{% endif %}
 from {{ cookiecutter.package_name }}.training import engine
 from {{ cookiecutter.package_name }}.training import train as train_module
 from {{ cookiecutter.package_name }}.training.optim import L1Penalty, build_optimizer, warmup_cosine
@@ -34,9 +43,9 @@ def test_a_run_writes_resolved_config_metrics_and_weights(tiny_config, tmp_path)
     assert {"epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "seconds"} <= set(rows[0])
     assert [r["epoch"] for r in rows] == ["1", "2"]
     assert all(torch.isfinite(torch.tensor(float(r["train_loss"]))) for r in rows)
-    assert (run / "classes.txt").read_text().splitlines() == SyntheticImages.classes
+    assert (run / "classes.txt").read_text().splitlines() == Synthetic.classes
     state = torch.load(run / "model.pt", weights_only=True)
-    assert set(state) == set(build_model(tiny_config.model, 10).state_dict())
+    assert set(state) == set(build_model(tiny_config.model, len(Synthetic.classes)).state_dict())
     answers = json.loads((run / "answers.json").read_text())["cookiecutter"]  # what generated this repo
     assert answers["package_name"] == "{{ cookiecutter.package_name }}"
 
@@ -51,12 +60,17 @@ def test_validation_capped_by_max_steps_per_epoch_says_so(tiny_config, capsys):
     assert said and int(said[1]) > 1
     with open(out / "per_class.csv", newline="") as file:
         supports = [int(row["support"]) for row in csv.DictReader(file) if row["class"] not in AVERAGES]
+{% if cookiecutter.task == "multi_label" %}
+    first_batch = Synthetic(512, seed=tiny_config.seed + 1).targets[: tiny_config.batch_size]  # the val split's
+    assert supports == first_batch.sum(0).long().tolist()  # each class's positive labels among those images
+{% else %}
     assert sum(supports) == tiny_config.batch_size
+{% endif %}
     train(replace(small, max_steps_per_epoch=int(said[1]), overwrite=True))
     assert "validation: the first" not in capsys.readouterr().out
 
 
-AVERAGES = {"micro avg", "macro avg", "weighted avg"}
+AVERAGES = {"micro avg", "macro avg", "{{ 'samples avg' if cookiecutter.task == 'multi_label' else 'weighted avg' }}"}
 
 
 def test_the_last_line_names_the_file_that_holds_each_figure(tiny_config, tmp_path, capsys, monkeypatch):
@@ -64,20 +78,20 @@ def test_the_last_line_names_the_file_that_holds_each_figure(tiny_config, tmp_pa
     from {{ cookiecutter.package_name }}.training import train as train_module
 
     epochs_done, evaluate = [], train_module.evaluate
-    scripted = lambda *args: evaluate(*args) | {"val_acc": 0.25 if epochs_done else 0.75}  # noqa: E731
+    scripted = lambda *args: evaluate(*args) | {MONITOR: 0.25 if epochs_done else 0.75}  # noqa: E731
     monkeypatch.setattr(train_module, "evaluate", scripted)
     train(replace(tiny_config, epochs=2), after_epoch=epochs_done.append)
     run = tmp_path / "run"
-    line, final = capsys.readouterr().out.splitlines()[-1], f"last val_acc 0.2500 (epoch 2): {run / 'model.pt'}"
+    line, final = capsys.readouterr().out.splitlines()[-1], f"last {MONITOR} 0.2500 (epoch 2): {run / 'model.pt'}"
 {% if cookiecutter.use_checkpointing %}
-    assert line.endswith(f"best val_acc 0.7500 (epoch 1): {run / 'best.pt'}; {final}"), line
+    assert line.endswith(f"best {MONITOR} 0.7500 (epoch 1): {run / 'best.pt'}; {final}"), line
     assert torch.load(run / "best.pt", weights_only=True)["epoch"] == 1
     last = torch.load(run / "last.pt", weights_only=True)
     assert last["epoch"] == 2
     model = torch.load(run / "model.pt", weights_only=True)
     assert all(torch.equal(model[name], value) for name, value in last["model"].items())
 {% else %}
-    assert line.endswith(f"best val_acc 0.7500 (epoch 1; no file keeps its weights); {final}"), line
+    assert line.endswith(f"best {MONITOR} 0.7500 (epoch 1; no file keeps its weights); {final}"), line
 {% endif %}
 
 
@@ -119,6 +133,7 @@ def test_no_weight_decay_on_biases_and_norm_weights(tiny_config):
     for group in optimizer.param_groups:
         assert all((p.ndim <= 1) == (group["weight_decay"] == 0) for p in group["params"])
     assert sum(len(group["params"]) for group in optimizer.param_groups) == len(list(model.parameters()))
+{% if cookiecutter.task != "multi_label" %}
 
 
 def test_report_from_a_confusion_matrix():
@@ -129,6 +144,7 @@ def test_report_from_a_confusion_matrix():
     assert rows["a"]["precision"] == 1 and rows["a"]["recall"] == 0.5 and rows["b"]["f1"] == pytest.approx(2 / 3)
     assert rows["weighted avg"]["recall"] == pytest.approx((matrix.trace() / matrix.sum()).item())  # micro-F1 = acc
     assert rows["macro avg"]["support"] == 6
+{% endif %}
 
 
 def test_without_a_terminal_a_long_epoch_prints_progress_lines(tiny_config, capsys, monkeypatch):
@@ -183,18 +199,24 @@ def test_synthetic_splits_have_their_sizes_and_seeds():
 
     train_set, val_set = (sources._open_fixed("synthetic", "unused", split, seed=5) for split in ("train", "val"))
     assert (len(train_set), len(val_set)) == (sources.SYNTHETIC_TRAIN, sources.SYNTHETIC_VAL) == (2048, 512)
-    assert torch.equal(train_set.images, SyntheticImages(2048, seed=5).images)
-    assert torch.equal(val_set.images, SyntheticImages(512, seed=6).images)  # its own stream, the seed's next
+    assert torch.equal(train_set.images, Synthetic(2048, seed=5).images)
+    assert torch.equal(val_set.images, Synthetic(512, seed=6).images)  # its own stream, the seed's next
 
 
 def test_a_downloadable_dataset_goes_into_data_root(monkeypatch):
     from {{ cookiecutter.package_name }}.data import sources
 
     calls = []
-    opened = lambda *args, **kwargs: calls.append((args, kwargs)) or "opened"  # noqa: E731
+    dataset = types.SimpleNamespace(classes=["zero", "one"], targets=[0, 1])
+    opened = lambda *args, **kwargs: calls.append((args, kwargs)) or dataset  # noqa: E731
     monkeypatch.setitem(sources.DOWNLOADABLE, "mnist", opened)
-    assert sources._open_fixed("mnist", "/somewhere/data", "train", 0) == "opened"
-    assert sources._open_fixed("mnist", "/somewhere/data", "val", 0) == "opened"
+{% if cookiecutter.task == "multi_label" %}
+    assert sources._open_fixed("mnist", "/somewhere/data", "train", 0).dataset is dataset  # one label each
+    assert sources._open_fixed("mnist", "/somewhere/data", "val", 0).dataset is dataset
+{% else %}
+    assert sources._open_fixed("mnist", "/somewhere/data", "train", 0) is dataset
+    assert sources._open_fixed("mnist", "/somewhere/data", "val", 0) is dataset
+{% endif %}
     assert calls == [(("/somewhere/data",), {"train": True, "download": True})] + [
         (("/somewhere/data",), {"train": False, "download": True})
     ]
@@ -205,18 +227,27 @@ def test_loaders_follow_the_config_transforms_weights_and_memory_pinning():
 
     from {{ cookiecutter.package_name }}.core.runtime import seed_worker
     from {{ cookiecutter.package_name }}.data.loaders import build_data
+{% if cookiecutter.task == "multi_label" %}
+    from {{ cookiecutter.package_name }}.data.samplers import negatives_per_positive
+{% else %}
     from {{ cookiecutter.package_name }}.data.samplers import inverse_frequency
+{% endif %}
 
     base = TrainConfig(data="synthetic", image_size=32, batch_size=4, num_workers=0, mean=[0.5] * 3, std=[0.25] * 3)
-    on = build_data(replace(base, hflip=True, random_erasing=0.5, class_weights="auto"), torch.device("cpu"))
+    weighted = {{ '{"pos_weight": "auto"}' if cookiecutter.task == "multi_label" else '{"class_weights": "auto"}' }}
+    on = build_data(replace(base, hflip=True, random_erasing=0.5, **weighted), torch.device("cpu"))
     kinds = [type(step) for step in on.train.dataset.transform.transforms]
     assert v2.RandomHorizontalFlip in kinds
+{% if cookiecutter.task == "multi_label" %}
+    assert torch.equal(on.class_weights, negatives_per_positive(on.train.dataset.targets))
+{% else %}
     assert torch.equal(on.class_weights, inverse_frequency(on.train.dataset.targets, 10))
+{% endif %}
     assert not on.train.pin_memory and not on.val.pin_memory
     erasing = [step for step in on.train.dataset.transform.transforms if isinstance(step, v2.RandomErasing)]
     assert len(erasing) == 1 and erasing[0].p == 0.5
     assert v2.RandomHorizontalFlip not in [type(step) for step in on.val.dataset.transform.transforms]
-    off = build_data(replace(base, hflip=False, class_weights="none"), torch.device("cuda"))  # built, never iterated
+    off = build_data(replace(base, hflip=False), torch.device("cuda"))  # built, never iterated
     kinds = [type(step) for step in off.train.dataset.transform.transforms]
     assert v2.RandomHorizontalFlip not in kinds and v2.RandomErasing not in kinds
     assert off.class_weights is None and off.train.pin_memory and off.val.pin_memory
@@ -240,7 +271,11 @@ def test_photos_are_validated_on_a_centre_crop_of_the_image_resized_to_8_7_of_it
 def test_the_balanced_sampler_draws_from_the_loaders_generator_only():
     from {{ cookiecutter.package_name }}.data.samplers import BalancedSampler
 
+{% if cookiecutter.task == "multi_label" %}
+    targets = torch.eye(2)[[0] * 6 + [1] * 2]  # multi-hot rows
+{% else %}
     targets = [0] * 6 + [1] * 2
+{% endif %}
     draws = []
     for global_seed in (1, 2):
         torch.manual_seed(global_seed)
@@ -257,11 +292,15 @@ def test_the_data_summary_lists_the_classes_and_counts_the_rest(tmp_path, capsys
         def __init__(self, targets, classes):
             self.targets, self.classes = targets, classes
 
-    few = Labels([0, 0, 1], ["cat", "dog"])
-    describe_data(Data(DataLoader(few), DataLoader(Labels([0, 1], ["cat", "dog"])), ["cat", "dog"]), tmp_path)
+{% if cookiecutter.task == "multi_label" %}
+    few, two = Labels(torch.eye(2)[[0, 0, 1]], ["cat", "dog"]), Labels(torch.eye(2), ["cat", "dog"])
+{% else %}
+    few, two = Labels([0, 0, 1], ["cat", "dog"]), Labels([0, 1], ["cat", "dog"])
+{% endif %}
+    describe_data(Data(DataLoader(few), DataLoader(two), ["cat", "dog"]), tmp_path)
     assert capsys.readouterr().out == "2 classes (train/val images): cat 2/1, dog 1/1\n"
     names = [f"c{i:02}" for i in range(23)]
-    many = Labels(list(range(23)), names)
+    many = Labels({{ "torch.eye(23)" if cookiecutter.task == "multi_label" else "list(range(23))" }}, names)
     describe_data(Data(DataLoader(many), DataLoader(many), names), tmp_path)
     out = capsys.readouterr().out
     assert out.startswith("23 classes (train/val images): c00 1/1, ") and out.endswith("c19 1/1 and 3 more\n")
@@ -273,7 +312,7 @@ def test_data_that_leaves_a_split_empty_is_refused_naming_it(tmp_path):
 
     for name in ("a.png", "b.png"):
         (tmp_path / name).write_bytes(b"")
-    (tmp_path / "labels.csv").write_text("path,label,split\na.png,cat,train\nb.png,dog,train\n")
+    (tmp_path / "labels.csv").write_text("path,label{{ 's' if cookiecutter.task == 'multi_label' }},split\na.png,cat,train\nb.png,dog,train\n")
     cfg = TrainConfig(data=str(tmp_path / "labels.csv"))
     with pytest.raises(DataError) as raised:
         open_datasets(cfg, ("train", "val"), training=True)
@@ -333,11 +372,21 @@ def test_the_loops_figures_are_exact_sums_kept_on_the_device_it_is_given(channel
     given: on a GPU, sums left on the default device cost a host sync per step; here the default device is one no
     tensor can be read from, so a sum created without device= fails the epoch."""
     torch.manual_seed(0)
-    batches = [(torch.randn(4, 3, 8, 8), torch.randint(0, 3, (4,))) for _ in range(3)]
     model = nn.Sequential(nn.Flatten(), nn.Linear(192, 3))
+{% if cookiecutter.task == "multi_label" %}
+    batches = [(torch.randn(4, 3, 8, 8), torch.randint(0, 2, (4, 3)).float()) for _ in range(3)]
+    criterion = nn.BCEWithLogitsLoss()
+    with torch.no_grad():  # the mean over images and labels; accuracy: every label right at probability 0.5
+        loss = sum(nn.functional.binary_cross_entropy_with_logits(model(x), y, reduction="sum") for x, y in batches)
+        loss = loss.item() / 36
+        accuracy = sum(((model(x) >= 0) == (y == 1)).all(1).sum() for x, y in batches).item() / 12
+{% else %}
+    batches = [(torch.randn(4, 3, 8, 8), torch.randint(0, 3, (4,))) for _ in range(3)]
+    criterion = nn.CrossEntropyLoss()
     with torch.no_grad():
         loss = sum(nn.functional.cross_entropy(model(x), y, reduction="sum") for x, y in batches).item() / 12
         accuracy = sum((model(x).argmax(1) == y).sum() for x, y in batches).item() / 12
+{% endif %}
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     cpu = torch.device("cpu")
     layout = torch.channels_last if channels_last else torch.contiguous_format
@@ -345,11 +394,15 @@ def test_the_loops_figures_are_exact_sums_kept_on_the_device_it_is_given(channel
     model.register_forward_pre_hook(lambda _, inputs: layouts.append(inputs[0].is_contiguous(memory_format=layout)))
     with torch.device("meta"):
         loop = {"accumulate_steps": 2, "channels_last": channels_last}
-        stats = engine.train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime(cpu), **loop)
+        stats = engine.train_one_epoch(model, batches, criterion, optimizer, plain_runtime(cpu), **loop)
         figures = engine.evaluate(model, batches, plain_runtime(cpu), 3)
     assert stats["train_loss"] == pytest.approx(loss, rel=1e-6) and stats["train_acc"] == accuracy
     assert figures["val_loss"] == pytest.approx(loss, rel=1e-6) and figures["val_acc"] == accuracy
+{% if cookiecutter.task == "multi_label" %}
+    assert figures["probabilities"].shape == figures["targets"].shape == (12, 3)
+{% else %}
     assert figures["confusion"].device == cpu and figures["confusion"].sum() == 12
+{% endif %}
     assert layouts[:3] == [True] * 3  # the training batches in the layout --channels-last asks for
 
 

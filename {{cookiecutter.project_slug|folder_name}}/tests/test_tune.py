@@ -21,10 +21,13 @@ from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.config import make_config
 from {{ cookiecutter.package_name }}.core.errors import DataError, DeviceError, OutputError, UserError
 from {{ cookiecutter.package_name }}.core.files import unlock
+from {{ cookiecutter.package_name }}.reports.metrics import MONITOR
 from {{ cookiecutter.package_name }}.training import tune as tune_module
 from {{ cookiecutter.package_name }}.training.search_space import load_space
 from {{ cookiecutter.package_name }}.training.train import train
 from {{ cookiecutter.package_name }}.training.tune import STUDY, tune
+
+BEST = f"best_{MONITOR}"  # trials.csv's column of a trial's best figure
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 
@@ -70,9 +73,9 @@ def test_a_three_trial_search_finishes_and_reports_every_trial(searched, tmp_pat
         run = folder / row["folder"]
         assert 0.01 <= float(row["param_lr"]) <= 0.1 and (run / "model.pt").is_file()
         assert yaml.safe_load((run / "config.yaml").read_text())["lr"] == float(row["param_lr"])
-        assert float(row["best_val_acc"]) == max(float(epoch["val_acc"]) for epoch in metrics(run))
+        assert float(row[BEST]) == max(float(epoch[MONITOR]) for epoch in metrics(run))
     assert len({row["param_lr"] for row in rows}) == 3  # three proposals
-    best = max(rows, key=lambda row: float(row["best_val_acc"]))
+    best = max(rows, key=lambda row: float(row[BEST]))
     assert result["best"] == folder / "best.yaml"
     assert yaml.safe_load((folder / "best.yaml").read_text())["lr"] == float(best["param_lr"])
 
@@ -100,9 +103,9 @@ def test_a_search_continued_by_a_second_tune_proposes_anew_and_reports_each_epoc
     fresh.add_trials(trials[:2])
     assert fresh.ask(load_space(space)).params == trials[2].params
     assert trials[2].params["lr"] not in (trials[0].params["lr"], trials[1].params["lr"])  # no proposal replayed
-    for trial in trials:  # the pruner saw each epoch's val_acc, as metrics.csv has it
+    for trial in trials:  # the pruner saw each epoch's MONITOR figure, as metrics.csv has it
         epochs = metrics(folder / trial.user_attrs["folder"])
-        assert trial.intermediate_values == {int(epoch["epoch"]): float(epoch["val_acc"]) for epoch in epochs}
+        assert trial.intermediate_values == {int(epoch["epoch"]): float(epoch[MONITOR]) for epoch in epochs}
 
 
 def test_a_trial_told_to_do_badly_is_pruned_at_its_first_epoch(searched, tmp_path):
@@ -160,7 +163,7 @@ def test_train_config_best_yaml_reproduces_the_best_trials_metrics(searched, tmp
     space = space_file(tmp_path, "lr: {low: 0.01, high: 0.1}\nweight_decay: [0.0, 0.001]\n")
     tune(replace(searched, deterministic=True), space, 2, None, 5)
     folder = Path(searched.output_dir)
-    best = max(trials_csv(folder), key=lambda row: float(row["best_val_acc"]))
+    best = max(trials_csv(folder), key=lambda row: float(row[BEST]))
     monkeypatch.chdir(tmp_path)
     again = train(make_config({}, str(folder / "best.yaml")))  # as `train --config best.yaml`: a new run folder
     assert Path(again["config"].output_dir).parent == tmp_path / "runs"
@@ -377,12 +380,12 @@ def test_the_table_and_best_yaml_name_the_file_with_the_best_epochs_weights(sear
     tune(replace(searched, epochs=3, max_steps_per_epoch=2), space_file(tmp_path, "lr: [0.3, 0.05]\n"), 2, None, 5)
     rows = trials_csv(folder)
     for row in rows:
-        epochs = [float(epoch["val_acc"]) for epoch in metrics(folder / row["folder"])]
+        epochs = [float(epoch[MONITOR]) for epoch in metrics(folder / row["folder"])]
         kept = torch.load(folder / row["folder"] / "best.pt", weights_only=True)["epoch"]  # what best.pt holds
         assert int(row["best_epoch"]) == epochs.index(max(epochs)) + 1 == kept and row["weights"] == "best.pt"
-    best = max(rows, key=lambda row: float(row["best_val_acc"]))
+    best = max(rows, key=lambda row: float(row[BEST]))
     name, epoch = best["folder"], best["best_epoch"]
-    said = f"val_acc {float(best['best_val_acc']):.4f} at epoch {epoch} (its weights: {name}/best.pt)"
+    said = f"{MONITOR} {float(best[BEST]):.4f} at epoch {epoch} (its weights: {name}/best.pt)"
 {% else %}
     space = space_file(tmp_path, "lr: [0.03]\n")
     study = new_study(folder)
@@ -390,7 +393,7 @@ def test_the_table_and_best_yaml_name_the_file_with_the_best_epochs_weights(sear
     train(replace(searched, lr=0.03, output_dir=str(folder / "trial-000")))
     with open(folder / "trial-000" / "metrics.csv", newline="") as file:
         epochs = list(csv.DictReader(file))
-    epochs[0]["val_acc"] = str(float(epochs[1]["val_acc"]) + 0.25)  # its first epoch the better one
+    epochs[0][MONITOR] = str(float(epochs[1][MONITOR]) + 0.25)  # its first epoch the better one
     with open(folder / "trial-000" / "metrics.csv", "w", newline="") as file:
         writer = csv.DictWriter(file, list(epochs[0]))
         writer.writeheader()
@@ -400,7 +403,7 @@ def test_the_table_and_best_yaml_name_the_file_with_the_best_epochs_weights(sear
     assert (best["best_epoch"], best["epochs"], best["weights"]) == ("1", "2", "")  # model.pt: epoch 2's
     name = "trial-000"
     kept = f"no file holds its weights: {name}/model.pt is epoch 2's"
-    said = f"val_acc {float(epochs[0]['val_acc']):.4f} at epoch 1 ({kept})"
+    said = f"{MONITOR} {float(epochs[0][MONITOR]):.4f} at epoch 1 ({kept})"
 {% endif %}
     header = (folder / "best.yaml").read_text().splitlines()[0]
     assert header == f"# the config of trial {best['number']} ({name}), {said}"
@@ -457,7 +460,7 @@ def test_a_trial_finished_outside_a_stopped_tune_counts_as_it_is(searched, tmp_p
     assert [(row["state"], row["folder"]) for row in rows] == [("FAIL", "trial-000"), ("COMPLETE", "trial-000")]
     assert weights.stat().st_mtime_ns == trained  # not trained again
     recorded = optuna.load_study(storage=f"sqlite:///{folder / 'study.db'}", study_name=STUDY).trials[1].value
-    assert recorded == max(float(epoch["val_acc"]) for epoch in metrics(folder / "trial-000"))
+    assert recorded == max(float(epoch[MONITOR]) for epoch in metrics(folder / "trial-000"))
     assert rows[0]["reason"] == "stopped; continued as trial 1"
 
 

@@ -63,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--output-dir", help="where the reports go (default: eval-<weights>-<data>/ beside the weights)"
     )
+{% if cookiecutter.task == "multi_label" %}
+    evaluate.add_argument(
+        "--fit-thresholds",
+        action="store_true",
+        help="choose each class's threshold for its best F1 here; saved beside the weights for predict and export",
+    )
+{% endif %}
 
     predict = commands.add_parser("predict", parents=[common], help="top classes and probabilities of images")
     model = predict.add_mutually_exclusive_group(required=True)
@@ -189,7 +196,7 @@ def run(args: argparse.Namespace) -> None:
     if args.command == "evaluate":
         overrides = {k: getattr(args, k) for k in ("data", "data_root", "batch_size", "num_workers")}
         overrides = {k: v for k, v in overrides.items() if v is not None}
-        evaluate_run(args.weights, device, args.output_dir, args.tta, **overrides)
+        evaluate_run(args.weights, device, args.output_dir, args.tta, {{ "args.fit_thresholds, " if cookiecutter.task == "multi_label" }}**overrides)
     elif args.command == "features":
         overrides = {k: getattr(args, k) for k in ("data", "batch_size") if getattr(args, k) is not None}
         extract_features(args.weights, args.layer, device, args.output, **overrides)

@@ -48,10 +48,20 @@ class BaseConfig:
     data_root: str = option("data", "where cifar10/mnist/fashion_mnist are downloaded")
     val_split: float = option(0.2, "share of each class held out for validation where --data has no split")
     split: str | None = option(None, "split.csv of an earlier run: train and validate on exactly its images")
+{% if cookiecutter.task == "multi_label" %}
+    pos_weight: str = option(
+        "none", "auto: weigh each class's positives in the loss by its negatives / positives", choices=["none", "auto"]
+    )
+{% else %}
     class_weights: str = option(
         "none", "auto: weigh each class in the loss by its inverse frequency", choices=["none", "auto"]
     )
+{% endif %}
+{% if cookiecutter.task == "multi_label" %}
+    sampler: str = option("random", "balanced: draw images by their rarest label", choices=["random", "balanced"])
+{% else %}
     sampler: str = option("random", "balanced: draw every class equally often", choices=["random", "balanced"])
+{% endif %}
     augment: str = option(
         "basic",
         "training augmentation: none, basic (random crops), or crops and one of torchvision's policies",
@@ -101,8 +111,11 @@ class BaseConfig:
     channels_last: bool = option(False, "channels-last memory format (faster convolutions on GPUs with AMP)")
     compile: bool = option(False, "torch.compile the model: slower first steps, faster ones after")
     activation_checkpointing: bool = option(False, "recompute each stage's activations in backward: less memory")
-    patience: int | None = option(None, "stop early when val_acc has not improved for this many epochs")
-{% if cookiecutter.tracker == "tensorboard" %}
+{% set monitor = "val_map" if cookiecutter.task == "multi_label" else "val_acc" %}
+    patience: int | None = option(None, "stop early when {{ monitor }} has not improved for this many epochs")
+{% if cookiecutter.task == "multi_label" %}
+    plots: bool = option(True, "draw learning_curves.png at the end of the run")
+{% elif cookiecutter.tracker == "tensorboard" %}
     plots: bool = option(True, "draw learning_curves.png, confusion_matrix.png and TensorBoard's confusion figures")
 {% else %}
     plots: bool = option(True, "draw learning_curves.png and confusion_matrix.png at the end of the run")

@@ -247,6 +247,21 @@ class DataParallel(Runtime):
 
     def total(self, tensor: torch.Tensor) -> torch.Tensor:
         return all_reduce(tensor)
+{% if cookiecutter.task == "multi_label" %}
+
+    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        if not is_distributed():
+            return tensor
+        # all_gather takes equal shapes: each rank's rows padded to the longest, then cut back to its own count
+        counts = [torch.zeros((), dtype=torch.long, device=tensor.device) for _ in range(world_size())]
+        dist.all_gather(counts, torch.tensor(len(tensor), device=tensor.device))
+        longest = int(max(counts))
+        padded = tensor.new_zeros((longest, *tensor.shape[1:]))
+        padded[: len(tensor)] = tensor
+        parts = [torch.empty_like(padded) for _ in counts]
+        dist.all_gather(parts, padded)
+        return torch.cat([part[: int(count)] for part, count in zip(parts, counts, strict=True)])
+{% endif %}
 
     def share_buffers(self, model: torch.nn.Module) -> None:
         broadcast_buffers(model)

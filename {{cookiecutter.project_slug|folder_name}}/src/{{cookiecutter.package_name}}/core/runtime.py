@@ -160,6 +160,12 @@ class Runtime:
     def total(self, tensor: torch.Tensor) -> torch.Tensor:
         """`tensor` summed over the processes, in place."""
         return tensor
+{% if cookiecutter.task == "multi_label" %}
+
+    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Every process's rows of `tensor`, concatenated in rank order (each process may hold a different number)."""
+        return tensor
+{% endif %}
 
     def share_buffers(self, model: torch.nn.Module) -> None:
         """The main process's buffers (BatchNorm's statistics) in every process."""

@@ -75,14 +75,7 @@ def read_csv(path: Path, root: Path, need_split: bool = False) -> list[Row]:
             for record in reader:
                 line = reader.line_num  # the file's own line: blank lines and line breaks inside quotes counted
                 rows.append(_row(path, root, line, record, "split" in columns))
-                name = rows[-1][0]
-                image = (root / name).stat()  # the file itself, however it is named: ./a.png, a link to it, ...
-                if (image.st_dev, image.st_ino) in first_listed:  # it could land in both splits, or carry two labels
-                    first, before = first_listed[image.st_dev, image.st_ino]
-                    same = os.path.normpath(root / first) == os.path.normpath(root / name)
-                    listed = f"list {name}" if same else f"list the same image as {first} and {name}"
-                    raise DataError(f"{path} lines {before} and {line} {listed}; list it once")
-                first_listed[image.st_dev, image.st_ino] = name, line
+                listed_once(path, root, rows[-1][0], line, first_listed)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"cannot read {path} ({exc}); check the file") from None
     if not rows:
@@ -90,13 +83,28 @@ def read_csv(path: Path, root: Path, need_split: bool = False) -> list[Row]:
     return rows
 
 
+def listed_once(csv_path: Path, root: Path, name: str, line: int, first_listed: dict) -> None:
+    """Refuse a CSV's row whose image an earlier row listed: `first_listed` maps each file seen to (name, line)."""
+    image = (root / name).stat()  # the file itself, however it is named: ./a.png, a link to it, ...
+    if (image.st_dev, image.st_ino) in first_listed:  # it could land in both splits, or carry two labels
+        first, before = first_listed[image.st_dev, image.st_ino]
+        same = os.path.normpath(root / first) == os.path.normpath(root / name)
+        listed = f"list {name}" if same else f"list the same image as {first} and {name}"
+        raise DataError(f"{csv_path} lines {before} and {line} {listed}; list it once")
+    first_listed[image.st_dev, image.st_ino] = name, line
+
+
+def existing(where: str, root: Path, name: str) -> None:
+    if not (root / name).is_file():
+        raise DataError(f"{where}: {root / name} does not exist; fix the path or remove the row")
+
+
 def _row(csv_path: Path, root: Path, line: int, record: dict, has_split: bool) -> Row:
     where = f"{csv_path} line {line}"
     name, label = (record.get("path") or "").strip(), (record.get("label") or "").strip()
     if not name or not label:
         raise DataError(f"{where}: path and label must both be given")
-    if not (root / name).is_file():
-        raise DataError(f"{where}: {root / name} does not exist; fix the path or remove the row")
+    existing(where, root, name)
     split = (record.get("split") or "").strip() if has_split else None
     if has_split and split not in SPLITS:
         raise DataError(f"{where}: split {split!r} must be train or val")

@@ -18,12 +18,13 @@ from ..core.distributed import world_size
 from ..core.errors import DataError
 from ..core.runtime import seed_worker
 from ..reports.metrics import write_csv
-from .layouts import SPLITS, Row, check_class_names, write_split
-{% if cookiecutter.use_checkpointing %}
-from .samplers import ResumableSampler, SeededBatches, _sampler, inverse_frequency
+{% if cookiecutter.task == "multi_label" %}
+from .layouts import SPLITS, Row, check_class_names
+from .multi_label import write_split
 {% else %}
-from .samplers import SeededBatches, _sampler, inverse_frequency
+from .layouts import SPLITS, Row, check_class_names, write_split
 {% endif %}
+from .samplers import {{ "ResumableSampler, " if cookiecutter.use_checkpointing }}SeededBatches, _sampler, {{ "negatives_per_positive" if cookiecutter.task == "multi_label" else "inverse_frequency" }}
 from .sources import open_datasets
 from .transforms import Augmentation, build_transform
 
@@ -34,7 +35,11 @@ class Data:
     val: DataLoader
     classes: list[str]
     rows: list[Row] | None = None  # each image's split, where this run decided or read it: saved as split.csv
+{% if cookiecutter.task == "multi_label" %}
+    class_weights: torch.Tensor | None = None  # of the training loss's positives (--pos-weight auto)
+{% else %}
     class_weights: torch.Tensor | None = None  # of the training loss (--class-weights auto)
+{% endif %}
 
 
 {% if cookiecutter.use_checkpointing %}
@@ -175,8 +180,13 @@ def build_data(cfg, device: torch.device, train: bool = True) -> Data:
             generator=torch.Generator().manual_seed(cfg.seed),  # the workers' seeds: drawn once per start of workers
         )
     weights = None
+{% if cookiecutter.task == "multi_label" %}
+    if train and cfg.pos_weight == "auto":
+        weights = negatives_per_positive(opened["train"].targets).to(device)
+{% else %}
     if train and cfg.class_weights == "auto":
         weights = inverse_frequency(opened["train"].targets, len(classes)).to(device)
+{% endif %}
     return Data(loaders.get("train"), loaders["val"], classes, rows, weights)
 
 
@@ -202,5 +212,9 @@ def describe_data(data: Data, out: Path) -> None:
 
 
 def _counts(loader: DataLoader) -> list[int]:
+{% if cookiecutter.task == "multi_label" %}
+    return torch.as_tensor(loader.dataset.targets).sum(0).long().tolist()  # the images each label is on
+{% else %}
     targets = torch.as_tensor(loader.dataset.targets)
     return torch.bincount(targets, minlength=len(loader.dataset.classes)).tolist()
+{% endif %}

@@ -30,8 +30,14 @@ def _sampler(split: str, dataset, cfg, generator: torch.Generator) -> Sampler | 
 
 
 class BalancedSampler(Sampler[int]):
+{% if cookiecutter.task == "multi_label" %}
+    """--sampler balanced: each image drawn with the weight of its rarest label (images without labels as one more
+    class), so that rare labels come about as often as common ones; with replacement, as many draws per epoch as there
+    are images. The draws come from the loader's generator: the seed fixes them, as it fixes the shuffled order.
+{% else %}
     """--sampler balanced: every class drawn equally often, with replacement, as many draws per epoch as there are
     images. The draws come from the loader's generator: the seed fixes them, as it fixes the shuffled order.
+{% endif %}
 {% if cookiecutter.use_distributed %}
     Under DDP every rank makes the same global draw (the ranks' generators move in step) and takes every
     world-th index of it: ranks never repeat each other's share.
@@ -40,7 +46,14 @@ class BalancedSampler(Sampler[int]):
 
     def __init__(self, targets, generator: torch.Generator):
         targets = torch.as_tensor(targets)
+{% if cookiecutter.task == "multi_label" %}
+        # an image is drawn for its rarest label: 1 / that label's images; images without any as a class of their own
+        rarest = torch.where(targets > 0, 1 / targets.sum(0).double().clamp_min(1), 0).amax(1)
+        unlabelled = targets.sum(1) == 0
+        self.weights = torch.where(unlabelled, 1 / unlabelled.sum().double().clamp_min(1), rarest)
+{% else %}
         self.weights = 1 / torch.bincount(targets)[targets].double()
+{% endif %}
         self.generator = generator
 {% if cookiecutter.use_distributed %}
         self.rank, self.world = rank(), world_size()
@@ -64,12 +77,20 @@ class BalancedSampler(Sampler[int]):
 {% endif %}
 
 
+{% if cookiecutter.task == "multi_label" %}
+def negatives_per_positive(targets: torch.Tensor) -> torch.Tensor:
+    """--pos-weight auto: each class's positive labels weigh its training images without it / those with it, so that
+    its positives and negatives count alike (BCEWithLogitsLoss's pos_weight); a class on no image gets 1."""
+    positives = targets.sum(0).double()
+    return torch.where(positives > 0, (len(targets) - positives) / positives.clamp_min(1), 1).float()
+{% else %}
 def inverse_frequency(targets, num_classes: int) -> torch.Tensor:
     """--class-weights auto: 1 / each class's number of training images, scaled so that the classes that have
     images average 1 (a class without any gets 0: it never appears in a training loss)."""
     counts = torch.bincount(torch.as_tensor(targets), minlength=num_classes).double()
     weights = torch.where(counts > 0, 1 / counts.clamp_min(1), 0)
     return (weights * (counts > 0).sum() / weights.sum()).float()
+{% endif %}
 
 
 class SeededBatches(Dataset):

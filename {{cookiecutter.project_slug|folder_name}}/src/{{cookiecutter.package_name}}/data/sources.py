@@ -1,22 +1,31 @@
 """The datasets: embedded synthetic images, torchvision's downloadable sets, an ImageFolder tree split into train/
 and val/, or one folder of class folders or a CSV (held out by layouts.py)."""
 
+{% if cookiecutter.task != "multi_label" %}
 import functools
 import math
+{% endif %}
 from pathlib import Path
 from urllib.error import URLError
 
 import torch
 from torch.utils.data import Dataset
 from torchvision import datasets
+{% if cookiecutter.task != "multi_label" %}
 from torchvision.transforms import v2
+{% endif %}
 
 {% if cookiecutter.use_distributed %}
 from ..core.distributed import local_main_first
 {% endif %}
 from ..core.errors import DataError
 from .decoding import load_image
+{% if cookiecutter.task == "multi_label" %}
+from .layouts import SPLITS, Row, read_class_folders
+from .multi_label import SEPARATOR, MultiLabelFiles, SyntheticTags, classes_of, hold_out, read_csv
+{% else %}
 from .layouts import SPLITS, LabelledFiles, Row, hold_out, read_class_folders, read_csv
+{% endif %}
 
 DOWNLOADABLE = {"cifar10": datasets.CIFAR10, "mnist": datasets.MNIST, "fashion_mnist": datasets.FashionMNIST}
 NAMED_DATA = {"synthetic", *DOWNLOADABLE}  # --data values that name a dataset, not a path
@@ -25,6 +34,7 @@ GRAYSCALE = {"mnist", "fashion_mnist"}
 NO_FLIP = {"mnist"}  # a mirrored digit is another symbol: --hflip defaults to off for these
 FOLDER_IMAGE_SIZE = 224
 SYNTHETIC_TRAIN, SYNTHETIC_VAL = 2048, 512
+{% if cookiecutter.task != "multi_label" %}
 SYNTHETIC_HUES = {
     "red": (1, 0.2, 0.2),
     "green": (0.2, 1, 0.2),
@@ -72,6 +82,7 @@ def _stripes(num_samples: int, seed: int, size: int) -> tuple[torch.Tensor, torc
     images = (hue * brightness[:, None])[:, :, None, None] * stripes[:, None]
     images = images + 0.35 * torch.randn(images.shape, generator=g)
     return (images.clamp(0, 1) * 255).round().to(torch.uint8), targets
+{% endif %}
 
 
 def default_image_size(source: str) -> int:
@@ -88,21 +99,51 @@ def _image_folder(root: Path, split: str) -> datasets.ImageFolder:
 def _open_fixed(source: str, root: str, split: str, seed: int):
     """A dataset whose split the source fixes: synthetic, torchvision's, or a tree with train/ and val/."""
     if source == "synthetic":
-        return SyntheticImages(SYNTHETIC_TRAIN if split == "train" else SYNTHETIC_VAL, seed=seed + SPLITS.index(split))
+        count = SYNTHETIC_TRAIN if split == "train" else SYNTHETIC_VAL
+        return {{ "SyntheticTags" if cookiecutter.task == "multi_label" else "SyntheticImages" }}(count, seed=seed + SPLITS.index(split))
     if source in DOWNLOADABLE:
         try:
 {% if cookiecutter.use_distributed %}
             with local_main_first():  # one download per machine, not every rank racing to write the same files
-                return DOWNLOADABLE[source](root, train=split == "train", download=True)
+                dataset = DOWNLOADABLE[source](root, train=split == "train", download=True)
 {% else %}
-            return DOWNLOADABLE[source](root, train=split == "train", download=True)
+            dataset = DOWNLOADABLE[source](root, train=split == "train", download=True)
 {% endif %}
         except (URLError, OSError, RuntimeError) as exc:
             raise DataError(
                 f"could not download {source} into {root} ({exc}); connect to the internet once "
                 "or copy the files there, then run again"
             ) from None
-    return _image_folder(Path(source), split)
+    else:
+        dataset = _image_folder(Path(source), split)
+{% if cookiecutter.task == "multi_label" %}
+    return OneLabelEach(dataset)
+
+
+class OneLabelEach(Dataset):
+    """A dataset of one class per image (a class folder's, or a downloaded set's) as multi-label data: each image's
+    targets hold a 1 for its class and a 0 for every other."""
+
+    def __init__(self, dataset):
+        self.dataset, self.classes = dataset, dataset.classes
+        self.targets = torch.nn.functional.one_hot(torch.as_tensor(dataset.targets), len(self.classes)).float()
+
+    @property
+    def transform(self):
+        return self.dataset.transform
+
+    @transform.setter
+    def transform(self, transform) -> None:
+        self.dataset.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int):
+        return self.dataset[index][0], self.targets[index].clone()  # a copy: not a view that pins every target
+{% else %}
+    return dataset
+{% endif %}
 
 
 def labelled_rows(cfg, training: bool) -> tuple[Path, list[Row]]:
@@ -113,6 +154,11 @@ def labelled_rows(cfg, training: bool) -> tuple[Path, list[Row]]:
     if cfg.split:
         return root, read_csv(Path(cfg.split), root, need_split=True)
     rows = read_csv(source, root) if source.is_file() else read_class_folders(source)
+{% if cookiecutter.task == "multi_label" %}
+    named = None if source.is_file() else next((label for _, label, _ in rows if SEPARATOR in label), None)
+    if named is not None:  # a class folder's name is one label
+        raise DataError(f"--data {source}: class folder {named!r} holds {SEPARATOR}, which separates labels; rename it")
+{% endif %}
     if rows[0][2] is not None:
         return root, rows
     if training:
@@ -133,11 +179,15 @@ def open_datasets(cfg, splits: tuple[str, ...], training: bool) -> tuple[dict[st
         known = ", ".join(["synthetic", *DOWNLOADABLE])
         raise DataError(f"--data {cfg.data}: no such folder or CSV file, and not one of {known}")
     root, rows = labelled_rows(cfg, training)
+{% if cookiecutter.task == "multi_label" %}
+    classes = classes_of(rows)
+{% else %}
     classes = sorted({label for _, label, _ in rows})
+{% endif %}
     opened = {}
     for split in splits:
         chosen = [row for row in rows if row[2] == split]
         if not chosen:
             raise DataError(f"--data {cfg.data} leaves no {split} images; give each class two images or more")
-        opened[split] = LabelledFiles(root, chosen, classes, load_image)
+        opened[split] = {{ "MultiLabelFiles" if cookiecutter.task == "multi_label" else "LabelledFiles" }}(root, chosen, classes, load_image)
     return opened, rows

@@ -1,11 +1,47 @@
-"""Figures derived from a confusion matrix and written as CSV for any spreadsheet."""
+{% if cookiecutter.task == "multi_label" %}
+"""The figure that picks a run's best epoch, and CSV files for any spreadsheet."""
+{% else %}
+"""The figure that picks a run's best epoch, those of a confusion matrix, and CSV files for any spreadsheet."""
+{% endif %}
 
 import csv
 from pathlib import Path
 
+{% if cookiecutter.task != "multi_label" %}
 import torch
 
+{% endif %}
 from ..core.files import replacing
+
+MONITOR = "{{ 'val_map' if cookiecutter.task == 'multi_label' else 'val_acc' }}"  # best.pt, early stops, tune's trials
+
+
+def best_row(rows: list[dict]) -> dict:
+    """The epoch with the best MONITOR figure; the first of equals."""
+    return max(rows, key=lambda row: row[MONITOR])
+
+
+def stopped_early(rows: list[dict], patience: int) -> bool:
+    """Whether MONITOR has not improved for `patience` epochs (0: never stop early): the run ends there."""
+    if not patience or not rows:
+        return False
+    best = best_row(rows)  # the first of equals: the run printed it as its best
+    return rows[-1]["epoch"] - best["epoch"] >= patience
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """Write to a temporary name, then rename: a crash never leaves a half-written file."""
+    with replacing(path, "w") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]), lineterminator="\n")  # no CRLF
+        writer.writeheader()
+        writer.writerows(rows)
+{% if cookiecutter.task != "multi_label" %}
+
+
+def correct(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """How many predictions name the true class; of class probabilities (mixed images), the largest one."""
+    labels = targets if targets.ndim == 1 else targets.argmax(1)
+    return (logits.argmax(1) == labels).sum()
 
 
 def confusion_matrix(targets: torch.Tensor, predictions: torch.Tensor, num_classes: int) -> torch.Tensor:
@@ -14,14 +50,6 @@ def confusion_matrix(targets: torch.Tensor, predictions: torch.Tensor, num_class
     flat = targets * num_classes + predictions
     matrix = torch.zeros(num_classes**2, dtype=torch.long, device=flat.device)
     return matrix.index_add_(0, flat, torch.ones_like(flat)).reshape(num_classes, num_classes)
-
-
-def stopped_early(rows: list[dict], patience: int) -> bool:
-    """Whether val_acc has not improved for `patience` epochs (0: never stop early): the run ends there."""
-    if not patience or not rows:
-        return False
-    best = max(rows, key=lambda row: row["val_acc"])  # the first of equals: the run printed it as its best
-    return rows[-1]["epoch"] - best["epoch"] >= patience
 
 
 def per_class_report(matrix: torch.Tensor, classes: list[str]) -> list[dict]:
@@ -52,14 +80,6 @@ def per_class_report(matrix: torch.Tensor, classes: list[str]) -> list[dict]:
     return rows
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    """Write to a temporary name, then rename: a crash never leaves a half-written file."""
-    with replacing(path, "w") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]), lineterminator="\n")  # no CRLF
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def write_confusion_csv(path: Path, matrix: torch.Tensor, classes: list[str]) -> None:
     rows = [
         {"true \\ predicted": name, **dict(zip(classes, row, strict=True))}
@@ -72,3 +92,4 @@ def write_reports(out: Path, matrix: torch.Tensor, classes: list[str]) -> None:
     """per_class.csv and confusion_matrix.csv of one evaluation."""
     write_csv(out / "per_class.csv", per_class_report(matrix, classes))
     write_confusion_csv(out / "confusion_matrix.csv", matrix, classes)
+{% endif %}

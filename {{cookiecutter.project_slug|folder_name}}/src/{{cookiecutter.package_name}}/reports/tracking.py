@@ -47,7 +47,6 @@ import filelock
 
 {% endif %}
 {% if cookiecutter.tracker == "tensorboard" %}
-import torch
 from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
 from torch.utils.tensorboard import SummaryWriter
 
@@ -57,7 +56,10 @@ from ..core.errors import first_line
 {% if cookiecutter.tracker in ("tensorboard", "wandb") %}
 from ..core.files import own_folder
 {% endif %}
-{% if cookiecutter.tracker == "tensorboard" %}
+{% if cookiecutter.tracker != "mlflow" %}
+from .metrics import MONITOR
+{% endif %}
+{% if cookiecutter.tracker == "tensorboard" and cookiecutter.task != "multi_label" %}
 from .plots import confusion_figure
 {% endif %}
 
@@ -216,21 +218,24 @@ class Tracker:
         self.writer = SummaryWriter(own_folder(self.out / "tensorboard"), purge_step=first_epoch)
 
     @guarded
-    def log_epoch(self, row: dict, confusion: torch.Tensor, classes: list[str]) -> None:
+    def log_epoch(self, row: dict, val: dict, classes: list[str]) -> None:
         for name, value in figures(row).items():
             self.writer.add_scalar(name, value, row["epoch"])
+{% if cookiecutter.task != "multi_label" %}
         if self.cfg.plots:  # drawing one costs about half a second per epoch
-            self.writer.add_figure("confusion_matrix", confusion_figure(confusion.tolist(), classes), row["epoch"])
+            figure = confusion_figure(val["confusion"].tolist(), classes)
+            self.writer.add_figure("confusion_matrix", figure, row["epoch"])
+{% endif %}
         self.writer.flush()  # visible now, and kept if the run is killed
 
     @guarded
-    def finish(self, best_val_acc: float) -> None:
+    def finish(self, best: float) -> None:
         # add_hparams takes numbers, strings and booleans only
         hyperparameters = {
             key: value if isinstance(value, int | float | str | bool) else str(value)
             for key, value in saved_fields(self.cfg).items()
         }
-        self.writer.add_hparams(hyperparameters, {"hparam/best_val_acc": best_val_acc}, run_name=".")
+        self.writer.add_hparams(hyperparameters, {f"hparam/best_{MONITOR}": best}, run_name=".")
         self.writer.close()
 
     @guarded
@@ -277,7 +282,7 @@ class Tracker:
         return self.run.create_experiment(self.cfg.experiment, artifact_location=artifacts)
 
     @guarded
-    def log_epoch(self, row: dict, confusion, classes: list[str]) -> None:
+    def log_epoch(self, row: dict, val: dict, classes: list[str]) -> None:
         from mlflow.entities import Metric
 
         now = int(1000 * time.time())
@@ -285,7 +290,7 @@ class Tracker:
         self.run.log_batch(self.run_id, metrics=metrics)
 
     @guarded
-    def finish(self, best_val_acc: float) -> None:
+    def finish(self, best: float) -> None:
         for path in reports(self.out):
             self.run.log_artifact(self.run_id, str(path))
         self.run.set_terminated(self.run_id, "FINISHED")
@@ -321,14 +326,14 @@ class Tracker:
         self.run_id = self.run.id
 
     @guarded
-    def log_epoch(self, row: dict, confusion, classes: list[str]) -> None:
+    def log_epoch(self, row: dict, val: dict, classes: list[str]) -> None:
         self.run.log(figures(row), step=row["epoch"])
 
     @guarded
-    def finish(self, best_val_acc: float) -> None:
+    def finish(self, best: float) -> None:
         import wandb
 
-        self.run.summary["best_val_acc"] = best_val_acc
+        self.run.summary[f"best_{MONITOR}"] = best
         artifact = wandb.Artifact(f"run-{self.run_id}", type="run-folder")
         for path in reports(self.out):
             artifact.add_file(str(path), policy="immutable")  # not a staged copy of every file in the home folder

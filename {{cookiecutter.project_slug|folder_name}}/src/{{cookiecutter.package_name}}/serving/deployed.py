@@ -18,7 +18,7 @@ from .predictions import predict_images
 
 EXPORT_EXTRA = 'pip install -e ".[export]"'
 EMBEDDED = "preprocessing.json"  # the sidecar's copy inside a TorchScript or torch.export file
-SIDECAR_KEYS = ("format", "model", "input", "preprocessing", "output", "classes", "source")
+SIDECAR_KEYS = ("format", "model", "input", "preprocessing", "output", "classes", {{ '"thresholds", ' if cookiecutter.task == "multi_label" }}"source")
 MAX_NORMALISATION = 1e3  # a mean or std of pixels in [0, 1]: anything past it is a mistake
 
 
@@ -56,6 +56,13 @@ def _check_sidecar(sidecar) -> None:
         raise ValueError(f"its std is not three numbers from {1 / MAX_NORMALISATION:g} to {MAX_NORMALISATION:g}")
     if type(given["grayscale"]) is not bool:
         raise ValueError("its grayscale is not true or false")
+{% if cookiecutter.task == "multi_label" %}
+    thresholds = sidecar["thresholds"]
+    if not isinstance(thresholds, list) or len(thresholds) != len(classes):
+        raise ValueError("its thresholds are not one per class")
+    if not all(type(value) in (int, float) and 0 <= value <= 1 for value in thresholds):
+        raise ValueError("its thresholds are not numbers from 0 to 1")
+{% endif %}
 
 
 def read_sidecar(model_file: Path) -> dict:
@@ -161,4 +168,8 @@ def predict_exported(model_file: str, images: list[str], output: str, top_k: int
         raise ModelError(f"{path} does not take the {crop} px images its sidecar describes ({reason})") from None
     if scores != len(classes):
         raise ModelError(f"{path} gives {scores} class scores, its sidecar names {len(classes)} classes; export again")
+{% if cookiecutter.task == "multi_label" %}
+    return predict_images(run, preprocessing(sidecar), classes, images, output, top_k, sidecar["thresholds"])
+{% else %}
     return predict_images(run, preprocessing(sidecar), classes, images, output, top_k)
+{% endif %}

@@ -26,6 +26,9 @@ from ..data.sources import GRAYSCALE
 from ..data.transforms import eval_resize
 from .deployed import EXPORT_EXTRA, load_exported, sidecar_path
 from .inference import load_run
+{% if cookiecutter.task == "multi_label" %}
+from .thresholds import load_thresholds
+{% endif %}
 
 ONNX_OPSET = 18
 PARITY_IMAGES = 8
@@ -47,9 +50,16 @@ def _check_output(out: Path, weights: Path, file_format: str) -> None:
         raise UserError(f"--output {out} exists and is not an earlier export; pick another file name")
 
 
+{% if cookiecutter.task == "multi_label" %}
+def describe(cfg, classes: list[str], file_format: str, source: dict | None = None, thresholds=None) -> dict:
+    """The sidecar: what goes in (preprocessing, layout), what comes out (a logit per class, in this order, and the
+    probability from which each class is predicted), and the weights it came from (their digest tells two runs'
+    exports apart, where config and classes are alike)."""
+{% else %}
 def describe(cfg, classes: list[str], file_format: str, source: dict | None = None) -> dict:
     """The sidecar: what goes in (preprocessing, layout), what comes out (a logit per class, in this order), and the
     weights it came from (their digest tells two runs' exports apart, where config and classes are alike)."""
+{% endif %}
     preprocessing = {
         "grayscale": cfg.data in GRAYSCALE,  # gray images, read as RGB, then as three equal channels
         "resize": eval_resize(cfg.data, cfg.image_size),  # the shorter side, bilinear
@@ -59,9 +69,16 @@ def describe(cfg, classes: list[str], file_format: str, source: dict | None = No
         "std": cfg.std,
     }
     layout = "float32 NCHW, channels in RGB order; any batch size"
+{% if cookiecutter.task == "multi_label" %}
+    thresholds = [cfg.threshold] * len(classes) if thresholds is None else thresholds
+    return {"format": file_format, "model": cfg.model, "input": layout, "preprocessing": preprocessing,
+            "output": "logits, one per class (the sigmoid gives each class's probability)", "classes": classes,
+            "thresholds": thresholds, **({"source": source} if source else {})}  # fmt: skip
+{% else %}
     return {"format": file_format, "model": cfg.model, "input": layout, "preprocessing": preprocessing,
             "output": "logits, one per class (softmax gives probabilities)", "classes": classes,
             **({"source": source} if source else {})}  # fmt: skip
+{% endif %}
 
 
 def describe_source(weights: Path) -> dict:
@@ -164,7 +181,12 @@ def export_model(
     model = model.float().eval()
     images, kind = parity_images(cfg)
     example = images.repeat(2, 1, 1, 1)[: max(2, len(images))]  # a batch of one would fix the batch size at 1
+{% if cookiecutter.task == "multi_label" %}
+    thresholds = load_thresholds(weights, classes, cfg.threshold).tolist()  # the fitted ones, where evaluate saved them
+    sidecar = describe(cfg, classes, file_format, describe_source(source), thresholds)
+{% else %}
     sidecar = describe(cfg, classes, file_format, describe_source(source))
+{% endif %}
     with _folder_lock(out):
         _remove_leftovers(out)
         with (

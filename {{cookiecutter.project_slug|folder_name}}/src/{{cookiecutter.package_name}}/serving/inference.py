@@ -22,10 +22,19 @@ from ..core.files import own_folder, replacing
 from ..data.loaders import build_data
 from ..data.transforms import build_transform
 from ..models import build_model, load_weights
+{% if cookiecutter.task == "multi_label" %}
+from ..reports.multi_label import fit_thresholds, multi_label_metrics, write_reports
+{% else %}
 from ..reports.metrics import write_reports
+{% endif %}
+{% if cookiecutter.task != "multi_label" %}
 from ..reports.plots import plot_run
+{% endif %}
 from ..training.engine import Runtime, evaluate
 from .predictions import predict_images
+{% if cookiecutter.task == "multi_label" %}
+from .thresholds import load_thresholds, save_thresholds
+{% endif %}
 
 
 def load_run(weights: str, device: torch.device, **overrides) -> tuple[TrainConfig, list[str], torch.nn.Module]:
@@ -67,15 +76,24 @@ def default_evaluation_dir(weights: str, data: str, tta: bool) -> Path:
 
 
 class FlipAveraged(torch.nn.Module):
+{% if cookiecutter.task == "multi_label" %}
+    """Test-time augmentation: each class's probability averaged over each image and its mirror image, returned as
+    logits (what the sigmoid, the loss and the thresholds read)."""
+{% else %}
     """Test-time augmentation: the softmax averaged over each image and its mirror image, returned as log-probabilities
     (what cross-entropy and argmax read just like logits)."""
+{% endif %}
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
         self.model = model
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+{% if cookiecutter.task == "multi_label" %}
+        return ((self.model(images).sigmoid() + self.model(images.flip(-1)).sigmoid()) / 2).logit()
+{% else %}
         return ((self.model(images).softmax(1) + self.model(images.flip(-1)).softmax(1)) / 2).log()
+{% endif %}
 
 
 def _with_tta(model: torch.nn.Module, cfg: TrainConfig) -> torch.nn.Module:
@@ -84,9 +102,23 @@ def _with_tta(model: torch.nn.Module, cfg: TrainConfig) -> torch.nn.Module:
     return FlipAveraged(model)
 
 
+{% if cookiecutter.task == "multi_label" %}
+def evaluate_run(
+    weights: str,
+    device: torch.device,
+    output_dir: str | None = None,
+    tta: bool = False,
+    fit: bool = False,
+    **overrides,
+) -> dict:
+    """The multi-label figures of `weights` at its thresholds (model_thresholds.csv beside model.pt, else
+    --threshold), or, with `fit`, at the per-class thresholds that maximise each class's F1 here, which are saved
+    beside the weights for predict and export."""
+{% else %}
 def evaluate_run(
     weights: str, device: torch.device, output_dir: str | None = None, tta: bool = False, **overrides
 ) -> dict:
+{% endif %}
     cfg, classes, model = load_run(weights, device, **overrides)
     model = _with_tta(model, cfg) if tta else model
     data = build_data(cfg, device, train=False)
@@ -94,12 +126,27 @@ def evaluate_run(
         raise DataError(f"{cfg.data} has classes {data.classes}, the model was trained on {classes}")
     runtime = Runtime(device, cfg)
     runtime.settle(cfg)  # as trained, on this device (the training device's settings may not suit it)
+{% if cookiecutter.task == "multi_label" %}
+    thresholds = load_thresholds(weights, classes, cfg.threshold)
+    stats = evaluate(model, data.val, runtime, len(classes), thresholds=thresholds)
+    if fit:
+        thresholds = fit_thresholds(stats["probabilities"], stats["targets"])
+        figures = multi_label_metrics(stats["probabilities"], stats["targets"], thresholds)
+        stats |= {"val_acc": figures.pop("exact_match")} | {f"val_{name}": value for name, value in figures.items()}
+        print(f"thresholds that maximise each class's F1 here: {save_thresholds(weights, thresholds, classes)}")
+    out = own_folder(output_dir or default_evaluation_dir(weights, cfg.data, tta), replace_link=not output_dir)
+    write_reports(out, stats["probabilities"], stats["targets"], thresholds, classes)
+    said = f"mAP {stats['val_map']:.4f}, F1 micro {stats['val_f1_micro']:.4f}, exact match {stats['val_acc']:.4f}"
+    print(f"{said} on {len(stats['targets'])} images; report: {out / 'per_class.csv'}")
+    return stats | {"thresholds": thresholds}
+{% else %}
     stats = evaluate(model, data.val, runtime, len(classes))
     out = own_folder(output_dir or default_evaluation_dir(weights, cfg.data, tta), replace_link=not output_dir)
     write_reports(out, stats["confusion"], classes)
     plot_run(out)
     print(f"accuracy {stats['val_acc']:.4f} on {int(stats['confusion'].sum())} images; report: {out / 'per_class.csv'}")
     return stats
+{% endif %}
 
 
 def predict(
@@ -110,11 +157,23 @@ def predict(
     top_k: int = 1,
     tta: bool = False,
 ) -> list[dict]:
+{% if cookiecutter.task == "multi_label" %}
+    """The labels whose probability reaches its threshold, and the top-k classes and probabilities, of each image,
+    with the model of a training run."""
+    cfg, classes, model = load_run(weights, device)
+    thresholds = load_thresholds(weights, classes, cfg.threshold)
+    model = _with_tta(model, cfg) if tta else model
+    transform = build_transform(cfg.data, cfg.image_size, cfg.mean, cfg.std)
+    return predict_images(
+        lambda batch: model(batch.to(device)), transform, classes, images, output, top_k, thresholds.tolist()
+    )
+{% else %}
     """The top-k classes and probabilities of each image, with the model of a training run."""
     cfg, classes, model = load_run(weights, device)
     model = _with_tta(model, cfg) if tta else model
     transform = build_transform(cfg.data, cfg.image_size, cfg.mean, cfg.std)
     return predict_images(lambda batch: model(batch.to(device)), transform, classes, images, output, top_k)
+{% endif %}
 
 
 def _features_file(output: str) -> Path:

@@ -1,5 +1,10 @@
+{% if cookiecutter.task == "multi_label" %}
+"""Predictions for image files, whatever model gives them (a training run's or an exported file): the labels of
+each image whose probability reaches its class's threshold, and its top classes, printed and written as a CSV."""
+{% else %}
 """Predictions for image files, whatever model gives them (a training run's or an exported file): the top classes
 of each image, printed and written as a CSV."""
+{% endif %}
 
 import csv
 import sys
@@ -47,14 +52,24 @@ def _check_output(output: Path) -> None:
     if output.exists():
         with open(output, "rb") as file:
             header = file.readline()
-        if not header.startswith(b"path,class_1,probability_1"):
+        if not header.startswith(b"{{ 'path,labels,class_1' if cookiecutter.task == 'multi_label' else 'path,class_1' }},probability_1"):
             raise UserError(f"--output {output} exists and holds no predictions; pick another file name")
 
 
+{% if cookiecutter.task == "multi_label" %}
+@torch.inference_mode()
+def predict_images(
+    logits_of, transform, classes: list[str], images: list[str], output: str, top_k: int, thresholds: list[float]
+) -> list[dict]:
+    """The labels of each image (every class whose probability reaches its threshold, joined by ;) and its top-k
+    classes and probabilities, printed and written to `output`; files that cannot be read as images are listed and
+    counted, not fatal. `logits_of` gives the logits of a batch of one image."""
+{% else %}
 @torch.inference_mode()
 def predict_images(logits_of, transform, classes: list[str], images: list[str], output: str, top_k: int) -> list[dict]:
     """The top-k classes and probabilities of each image, printed and written to `output`; files that cannot be
     read as images are listed and counted, not fatal. `logits_of` gives the logits of a batch of one image."""
+{% endif %}
     if not 1 <= top_k <= len(classes):
         raise UserError(f"--top-k must be between 1 and the {len(classes)} classes, got {top_k}")
     _check_output(Path(output))
@@ -67,10 +82,17 @@ def predict_images(logits_of, transform, classes: list[str], images: list[str], 
             print(f"skipped: {exc}", file=sys.stderr)
             continue
         logits = logits_of(batch)
-        if not logits.isfinite().all():  # softmax would make them NaN probabilities
+        if not logits.isfinite().all():  # {{ "the sigmoid" if cookiecutter.task == "multi_label" else "softmax" }} would make them NaN probabilities
             raise ModelError(f"the model's scores for {path} are not all finite numbers; no predictions were written")
+{% if cookiecutter.task == "multi_label" %}
+        every = logits.double().sigmoid()[0]
+        labels = [name for name, p, t in zip(classes, every.tolist(), thresholds, strict=True) if p >= t]
+        probabilities, indices = every.topk(top_k)
+        row = {"path": str(path), "labels": ";".join(labels)}
+{% else %}
         probabilities, indices = logits.softmax(1)[0].topk(top_k)
         row = {"path": str(path)}
+{% endif %}
         for rank, (index, probability) in enumerate(zip(indices.tolist(), probabilities.tolist(), strict=True), 1):
             row |= {f"class_{rank}": classes[index], f"probability_{rank}": round(probability, 6)}
         rows.append(row)

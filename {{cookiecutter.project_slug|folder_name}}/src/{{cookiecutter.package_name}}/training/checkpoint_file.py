@@ -22,6 +22,7 @@ from ..core import files
 from ..core.distributed import barrier, gather, is_main
 {% endif %}
 from ..core.errors import ModelError, load_failure
+from ..reports.metrics import MONITOR
 from .engine import Progress
 
 RESUME_FROM = "resume from the last.pt or best.pt of a run"
@@ -97,7 +98,7 @@ def _write(out: Path, stateful: dict, ranks: list[dict], metrics: list[dict], cf
     if mid_epoch:
         state["progress"] = [own["progress"] for own in ranks]
     files.save(state, out / "last.pt")
-    if not mid_epoch and metrics[-1]["val_acc"] > max((row["val_acc"] for row in metrics[:-1]), default=-1.0):
+    if not mid_epoch and metrics[-1][MONITOR] > max((row[MONITOR] for row in metrics[:-1]), default=-1.0):
         files.share(out / "last.pt", out / "best.pt")  # one file under two names: not written twice
     if changes:
         table = io.StringIO()

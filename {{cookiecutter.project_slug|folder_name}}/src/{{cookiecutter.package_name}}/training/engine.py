@@ -14,7 +14,11 @@ from ..core.distributed import DataParallel
 {% endif %}
 from ..core.errors import TrainingDiverged
 from ..core.runtime import Runtime as PlainRuntime
-from ..reports.metrics import confusion_matrix
+{% if cookiecutter.task == "multi_label" %}
+from ..reports.multi_label import correct, multi_label_metrics
+{% else %}
+from ..reports.metrics import confusion_matrix, correct
+{% endif %}
 {% if cookiecutter.use_amp %}
 from .amp import MixedPrecision
 {% endif %}
@@ -116,7 +120,6 @@ def train_one_epoch(
         runtime.start_batch(model, update)
         for trick in tricks:
             images, targets = trick.batch(images, targets)
-        labels = targets if targets.ndim == 1 else targets.argmax(1)  # train_acc of class probabilities: the largest
         with runtime.forward_pass():
             logits = model(images)
             loss = criterion(logits, targets)  # raw logits: CrossEntropyLoss applies log-softmax
@@ -131,9 +134,9 @@ def train_one_epoch(
                 trick.after_step(model)
         unseen_bad = (progress.first_bad_step < 0) & ~loss.detach().isfinite()
         progress.first_bad_step = torch.where(unseen_bad, progress.step + 1, progress.first_bad_step)
-        progress.loss_sum += loss.detach() * len(labels)
-        progress.correct += (logits.argmax(1) == labels).sum()
-        progress.seen += len(labels)
+        progress.loss_sum += loss.detach() * len(targets)
+        progress.correct += correct(logits.detach(), targets)
+        progress.seen += len(targets)
         progress.step += 1
         if any([trick.after_batch(progress, update) for trick in tricks]):  # a list: every hook runs
             break
@@ -141,13 +144,35 @@ def train_one_epoch(
     # if any one's loss diverged).
     first_bad_step, seen = progress.first_bad_step, torch.tensor(float(progress.seen), device=device)
     totals = [progress.loss_sum, progress.correct, seen, first_bad_step >= 0]
-    loss_sum, correct, seen, diverged = runtime.total(torch.stack([t.to(torch.float) for t in totals])).tolist()
+    loss_sum, right, seen, diverged = runtime.total(torch.stack([t.to(torch.float) for t in totals])).tolist()
     if diverged:
         where = f" at step {first_bad_step.item()}" if first_bad_step.item() >= 0 else " in another process"
         raise TrainingDiverged(f"the training loss became NaN or infinite{where}; {ADVICE}")
-    return {"train_loss": loss_sum / seen, "train_acc": correct / seen}
+    return {"train_loss": loss_sum / seen, "train_acc": right / seen}
 
 
+{% if cookiecutter.task == "multi_label" %}
+@torch.inference_mode()
+def evaluate(model, loader, runtime: Runtime, num_classes: int, max_steps=None, thresholds=0.5) -> dict:
+    """Loss (plain binary cross-entropy whatever the training loss) and the multi-label figures at `thresholds` (one,
+    or one per class), with the probabilities and targets of every image they come from."""
+    model.eval()
+    device = runtime.device
+    logits, targets = [], []
+    for images, batch_targets in _batches(loader, max_steps, "val", shown=runtime.is_main):
+        with runtime.forward_pass():
+            logits.append(model(images.to(device, non_blocking=True)).float())
+        targets.append(batch_targets.to(device, non_blocking=True).float())
+    # every image evaluated by exactly one process (maybe none in one): the processes' rows are the whole split once
+    none = torch.empty(0, num_classes, device=device)
+    logits, targets = (runtime.gather(torch.cat(part or [none])).double() for part in (logits, targets))
+    loss = nn.functional.binary_cross_entropy_with_logits(logits, targets)  # the mean over images and classes
+    probabilities = logits.sigmoid()
+    figures = multi_label_metrics(probabilities, targets, thresholds)
+    val = {"val_loss": loss.item(), "val_acc": figures.pop("exact_match")}  # every label right: sklearn's accuracy
+    val |= {f"val_{name}": value for name, value in figures.items()}
+    return val | {"probabilities": probabilities.cpu(), "targets": targets.cpu()}
+{% else %}
 @torch.inference_mode()
 def evaluate(model, loader, runtime: Runtime, num_classes: int, max_steps=None) -> dict:
     """Loss and confusion matrix on hard labels, with plain cross-entropy whatever the training loss."""
@@ -168,3 +193,4 @@ def evaluate(model, loader, runtime: Runtime, num_classes: int, max_steps=None) 
     matrix = matrix.cpu()
     seen = int(matrix.sum())
     return {"val_loss": loss_sum.item() / seen, "val_acc": matrix.trace().item() / seen, "confusion": matrix}
+{% endif %}

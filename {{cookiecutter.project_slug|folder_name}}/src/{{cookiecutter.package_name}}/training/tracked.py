@@ -1,6 +1,7 @@
 {% if cookiecutter.tracker != "none" %}
 """The run logged to {{ {"tensorboard": "TensorBoard", "mlflow": "MLflow", "wandb": "Weights & Biases"}[cookiecutter.tracker] }} as it trains (reports/tracking.py), by the main process."""
 
+from ..reports.metrics import MONITOR
 from ..reports.tracking import Tracker, ending_tracked_runs
 from .run import Run
 
@@ -26,10 +27,10 @@ class Tracked(Run):
         self.tracker.start(first_epoch)
 
     def end_epoch(self, rows: list[dict], val: dict) -> None:
-        self.tracker.log_epoch(rows[-1], val["confusion"], self.classes)
+        self.tracker.log_epoch(rows[-1], val, self.classes)
         super().end_epoch(rows, val)
 
     def finish(self, best: dict) -> None:
         super().finish(best)
-        self.tracker.finish(best["val_acc"])
+        self.tracker.finish(best[MONITOR])
 {% endif %}

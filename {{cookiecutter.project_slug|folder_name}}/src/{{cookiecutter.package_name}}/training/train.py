@@ -20,7 +20,12 @@ from ..data.loaders import Data, build_data, describe_data, start_epoch, stoppin
 from ..data.sources import NAMED_DATA, NO_FLIP, default_image_size
 from ..data.transforms import resolve_normalisation
 from ..models import build_model, check_fits, checkpoint_activations, init_from, pretrained_preprocessing, weights_file
-from ..reports.metrics import stopped_early, write_csv, write_reports
+{% if cookiecutter.task == "multi_label" %}
+from ..reports.metrics import MONITOR, best_row, stopped_early, write_csv
+from ..reports.multi_label import write_reports
+{% else %}
+from ..reports.metrics import MONITOR, best_row, stopped_early, write_csv, write_reports
+{% endif %}
 from ..reports.plots import plot_run
 from ..tricks import FILES, build_tricks
 {% if cookiecutter.use_checkpointing %}
@@ -115,23 +120,19 @@ def _format(row: dict) -> str:
     return "  ".join(parts)
 
 
-def _best(rows: list[dict]) -> dict:
-    return max(rows, key=lambda row: row["val_acc"])
-
-
 def _weights_line(out: Path, rows: list[dict], tricks_files, best_file: str | None) -> str:
     """Which file holds which figure: model.pt is the last epoch's weights, which need not be the best epoch's; a
-    trick's file, with the figures of its last evaluation where metrics.csv has them (<file name>_val_acc)."""
-    best, last = _best(rows), rows[-1]
-    said = f"best val_acc {best['val_acc']:.4f} (epoch {best['epoch']}"
+    trick's file, with the figures of its last evaluation where metrics.csv has them (<file name>_<MONITOR>)."""
+    best, last = best_row(rows), rows[-1]
+    said = f"best {MONITOR} {best[MONITOR]:.4f} (epoch {best['epoch']}"
     for name in tricks_files:
-        figure = f"{Path(name).stem}_val_acc"
-        shown = f" val_acc {last[figure]:.4f} (epoch {last['epoch']})" if figure in last else ""
+        figure = f"{Path(name).stem}_{MONITOR}"
+        shown = f" {MONITOR} {last[figure]:.4f} (epoch {last['epoch']})" if figure in last else ""
         said = f"{Path(name).stem.upper()}{shown}: {out / name}; {said}"
     if best is last:
         return f"{said}, the last): {out / 'model.pt'}"
     said += f"): {out / best_file}" if best_file else "; no file keeps its weights)"
-    return f"{said}; last val_acc {last['val_acc']:.4f} (epoch {last['epoch']}): {out / 'model.pt'}"
+    return f"{said}; last {MONITOR} {last[MONITOR]:.4f} (epoch {last['epoch']}): {out / 'model.pt'}"
 
 
 def _save_results(out: Path, weights: dict[str, nn.Module], cfg: TrainConfig, classes: list[str]) -> None:
@@ -181,7 +182,11 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     scheduler = build_scheduler(optimizer, cfg)
     for trick in tricks:
         scheduler = trick.start(model, optimizer, scheduler)  # the plain model: identical on every process
+{% if cookiecutter.task == "multi_label" %}
+    criterion = nn.BCEWithLogitsLoss(pos_weight=data.class_weights)  # each class a yes/no of its own
+{% else %}
     criterion = nn.CrossEntropyLoss(weight=data.class_weights)
+{% endif %}
     for trick in tricks:
         criterion = trick.criterion(criterion)
     criterion = L1Penalty(criterion, model, cfg.l1) if cfg.l1 else criterion  # nothing at all when 0
@@ -205,7 +210,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
 
     def validate(net: nn.Module) -> dict:
         runtime.share_buffers(net)  # every process evaluates the main one's statistics: those of the file it saves
-        return evaluate(net, data.val, runtime, len(data.classes), cfg.max_steps_per_epoch)
+        return evaluate(net, data.val, runtime, len(data.classes), cfg.max_steps_per_epoch{{ ", cfg.threshold" if cookiecutter.task == "multi_label" }})
 
     for epoch in run.epochs(range(len(rows) + 1, cfg.epochs + 1)):
         start = time.perf_counter()
@@ -231,7 +236,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
         if run.stopped:  # partway through the epoch
             break
         val = validate(model)
-        row |= {"val_loss": val["val_loss"], "val_acc": val["val_acc"]}
+        row |= {name: value for name, value in val.items() if name.startswith("val_")}
         for trick in tricks:
             row |= trick.after_epoch(epoch, model, validate)  # the epoch's figures, before the schedule steps
         for name, rate in learning_rates(optimizer).items():
@@ -241,13 +246,18 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
         rows.append(row)
         if runtime.is_main:
             write_csv(out / "metrics.csv", rows)
+{% if cookiecutter.task == "multi_label" %}
+            write_reports(out, val["probabilities"], val["targets"], cfg.threshold, data.classes)
+{% else %}
             write_reports(out, val["confusion"], data.classes)
+{% endif %}
         run.end_epoch(rows, val)
         print(_format(row))
         if after_epoch:
             after_epoch(rows)
         if stopped_early(rows, cfg.patience):
-            print(f"early stop: val_acc has not improved for {cfg.patience} epochs since epoch {_best(rows)['epoch']}")
+            since = best_row(rows)["epoch"]
+            print(f"early stop: {MONITOR} has not improved for {cfg.patience} epochs since epoch {since}")
             break
 
     run.end_epochs()
@@ -257,8 +267,8 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     final = tricks_weights | {"model.pt": model}  # model.pt last: it marks the run finished
     if runtime.is_main:
         _save_results(out, final, cfg, data.classes)
-    best = _best(rows)
+    best = best_row(rows)
     run.finish(best)
     weights = out / "model.pt"
     print(_weights_line(out, rows, tricks_weights, run.best_file))
-    return {"best_val_acc": best["val_acc"], "weights": weights, "metrics": rows, "config": cfg, "model": model}
+    return {f"best_{MONITOR}": best[MONITOR], "weights": weights, "metrics": rows, "config": cfg, "model": model}

@@ -45,6 +45,7 @@ from ..core.distributed import broadcast, is_main, setup, world_size
 from ..core.errors import OutputError, TrainingDiverged, UserError, first_line, one_line
 from ..core.files import LOCK_FILE, FileLock, cannot_write, hold, unlock, write_text
 from ..core.runtime import check_device
+from ..reports.metrics import MONITOR
 from .search_space import RUN_WHERE, load_space, optuna_module
 {% if ckpt %}
 from .stop_signals import GracefulStop
@@ -74,7 +75,7 @@ class _Pruning:
 {% endif %}
         for row in rows:  # a continued trial reports the epochs of its checkpoint too
             if row["epoch"] not in self.reported:
-                self.trial.report(row["val_acc"], row["epoch"])
+                self.trial.report(row[MONITOR], row["epoch"])
                 self.reported.add(row["epoch"])
 {% if ddp %}
         if broadcast(self.trial.should_prune()):
@@ -285,7 +286,7 @@ def _run_trial(optuna, study, space: dict, base: TrainConfig, folder: Path) -> N
     if out.is_symlink():  # planted: a trial writes into its own folder, not wherever a link points
         out.unlink()
     if (out / "model.pt").is_file():  # trained to its end after tune was stopped: its result counts
-        study.tell(trial, max(float(row["val_acc"]) for row in _metrics_rows(out / "metrics.csv")))
+        study.tell(trial, max(float(row[MONITOR]) for row in _metrics_rows(out / "metrics.csv")))
         return
     cfg = dataclasses.replace(base, **trial.params, output_dir=str(out))
 {% if cookiecutter.tracker in ("mlflow", "wandb") %}
@@ -328,7 +329,7 @@ def _run_trial(optuna, study, space: dict, base: TrainConfig, folder: Path) -> N
         raise
 {% endif %}
     else:
-        study.tell(trial, result["best_val_acc"])
+        study.tell(trial, result[f"best_{MONITOR}"])
 
 
 def _about(exc: UserError, params: dict) -> bool:
@@ -353,7 +354,7 @@ def _report(optuna, study, folder: Path) -> dict:
         row = {"number": trial.number, "state": trial.state.name, "folder": name}
         row |= {f"param_{key}": value for key, value in trial.params.items()}
         best_epoch, weights = _best_epoch(folder / name, epochs) if epochs else ("", "")
-        row |= {"best_val_acc": max((float(r["val_acc"]) for r in epochs), default=""), "best_epoch": best_epoch}
+        row |= {f"best_{MONITOR}": max((float(r[MONITOR]) for r in epochs), default=""), "best_epoch": best_epoch}
         row |= {"epochs": len(epochs), "weights": weights}
         if not name:
             row["reason"] = "killed before it started"
@@ -386,7 +387,7 @@ def _report(optuna, study, folder: Path) -> dict:
         weights = f"its weights: {name}/{row['weights']}"
     else:
         weights = f"no file holds its weights: {name}/model.pt is epoch {row['epochs']}'s"
-    said = f"trial {best.number} ({name}), val_acc {best.value:.4f} at epoch {row['best_epoch']} ({weights})"
+    said = f"trial {best.number} ({name}), {MONITOR} {best.value:.4f} at epoch {row['best_epoch']} ({weights})"
     write_text(folder / "best.yaml", f"# the config of {said}\n" + yaml.safe_dump(config, sort_keys=False))
     again = f"{SCRIPT} train --config {shlex.quote(str(folder / 'best.yaml'))}"
     print(f"best: {said}; train it again: {again}")
@@ -394,8 +395,8 @@ def _report(optuna, study, folder: Path) -> dict:
 
 
 def _best_epoch(run: Path, epochs: list[dict]) -> tuple[int, str]:
-    """The first epoch of the highest val_acc, and the file in `run` that holds its weights ("" when none does)."""
-    best = max(range(len(epochs)), key=lambda index: float(epochs[index]["val_acc"]))  # the first of equals
+    """The first epoch of the best MONITOR figure, and the file in `run` that holds its weights ("" when none does)."""
+    best = max(range(len(epochs)), key=lambda index: float(epochs[index][MONITOR]))  # the first of equals
 {% if ckpt %}
     if (run / "best.pt").is_file():
         return int(epochs[best]["epoch"]), "best.pt"

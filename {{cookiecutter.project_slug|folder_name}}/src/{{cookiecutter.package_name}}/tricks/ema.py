@@ -74,7 +74,7 @@ class MovingAverage(Trick):
 
     def after_epoch(self, epoch: int, model, validate) -> dict:
         averaged = validate(self.average.module)
-        return {"ema_val_loss": averaged["val_loss"], "ema_val_acc": averaged["val_acc"]}
+        return {f"ema_{name}": value for name, value in averaged.items() if name.startswith("val_")}
 
     def state(self) -> dict:
         return {"ema": self.average}

@@ -117,6 +117,8 @@ class WeightAverage(Trick):
         figures = validate(self.average.module)
         last = self.start_epoch + self.average.n_averaged.item() - 1
         span = f"epoch {last}" if last == self.start_epoch else f"epochs {self.start_epoch} to {last}"
-        print(f"SWA val_loss {figures['val_loss']:.4g}  val_acc {figures['val_acc']:.4f} (weights of {span} averaged)")
+{% set monitor = "val_map" if cookiecutter.task == "multi_label" else "val_acc" %}
+        said = f"{{ monitor }} {figures['{{ monitor }}']:.4f}"
+        print(f"SWA val_loss {figures['val_loss']:.4g}  {said} (weights of {span} averaged)")
         return {"swa.pt": self.average.module}
 {% endif %}

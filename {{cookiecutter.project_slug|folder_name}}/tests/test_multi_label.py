@@ -1,0 +1,147 @@
+{% if cookiecutter.task == "multi_label" %}
+"""Multi-label runs end to end: the loss and its weights, the figures at the threshold, fitted thresholds and the
+commands that use them, each checked against scikit-learn or a computation of its own."""
+
+import csv
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import NEUTRAL
+from PIL import Image
+from sklearn import metrics
+
+from {{ cookiecutter.package_name }}.cli import main
+from {{ cookiecutter.package_name }}.data.loaders import build_data
+from {{ cookiecutter.package_name }}.serving.inference import load_run
+from {{ cookiecutter.package_name }}.training import train as train_module
+from {{ cookiecutter.package_name }}.training.train import train
+
+CPU = torch.device("cpu")
+COLOURS = {"red": (220, 30, 30), "green": (30, 220, 30), "blue": (30, 30, 220)}
+# each image's labels: every combination, red the most common, blue the rarest, some with none
+LABELS = ["red", "red", "red;green", "red;blue", "green", "red;green;blue", "", "red", "green", "red;green"] * 3
+
+
+@pytest.fixture
+def tagged(tmp_path) -> Path:
+    """labels.csv of 30 small PNGs: a square of each labelled colour on grey, placed by the label."""
+    folder = tmp_path / "tagged"
+    folder.mkdir()
+    generator = torch.Generator().manual_seed(0)
+    lines = ["path,labels"]
+    for i, labels in enumerate(LABELS):
+        pixels = torch.full((24, 24, 3), 128) + torch.randint(-20, 20, (24, 24, 3), generator=generator)
+        for slot, name in enumerate(COLOURS):
+            if name in labels.split(";"):
+                pixels[8 * slot : 8 * slot + 8, 4:20] = torch.tensor(COLOURS[name])
+        Image.fromarray(pixels.clamp(0, 255).to(torch.uint8).numpy()).save(folder / f"{i}.png")
+        lines.append(f"{i}.png,{labels}")
+    (folder / "labels.csv").write_text("\n".join(lines) + "\n")
+    return folder / "labels.csv"
+
+
+def on(data: Path, tiny_config, **changes):
+    return replace(tiny_config, **{"data": str(data), "image_size": 16, "batch_size": 4, **NEUTRAL, **changes})
+
+
+def read_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+@torch.inference_mode()
+def validation_scores(weights: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The probabilities and targets of the run's validation images, from the weights alone (not from evaluate)."""
+    cfg, classes, model = load_run(str(weights), CPU)
+    batches = list(build_data(cfg, CPU, train=False).val)
+    probabilities = torch.cat([model(images).double().sigmoid() for images, _ in batches])
+    targets = torch.cat([targets for _, targets in batches])
+    return probabilities.numpy(), targets.numpy().astype(int), classes
+
+
+def test_the_loss_is_binary_cross_entropy_with_each_classes_negatives_per_positive(tagged, tiny_config, monkeypatch):
+    seen = []
+    loop = train_module.train_one_epoch
+    monkeypatch.setattr(train_module, "train_one_epoch", lambda *args, **kw: seen.append(args[2]) or loop(*args, **kw))
+    train(on(tagged, tiny_config, pos_weight="auto"))
+    run = Path(tiny_config.output_dir)
+    trained = [row["labels"].split(";") for row in read_rows(run / "split.csv") if row["split"] == "train"]
+    classes = (run / "classes.txt").read_text().splitlines()
+    positives = np.array([sum(name in labels for labels in trained) for name in classes])
+    expected = (len(trained) - positives) / positives  # the CSV's own counts: rare blue weighs most
+    assert isinstance(seen[0], torch.nn.BCEWithLogitsLoss)
+    assert seen[0].pos_weight.tolist() == pytest.approx(expected.tolist())
+    train(on(tagged, tiny_config, overwrite=True))
+    assert seen[1].pos_weight is None  # --pos-weight none, the default
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.6])
+def test_the_logged_figures_are_scikit_learns_at_the_threshold(tagged, tiny_config, threshold):
+    result = train(on(tagged, tiny_config, threshold=threshold, epochs=2))
+    row = result["metrics"][-1]
+    probabilities, targets, _ = validation_scores(Path(tiny_config.output_dir) / "model.pt")
+    predicted = (probabilities >= threshold).astype(int)
+    assert row["val_f1_micro"] == pytest.approx(metrics.f1_score(targets, predicted, average="micro", zero_division=0))
+    assert row["val_f1_samples"] == pytest.approx(
+        metrics.f1_score(targets, predicted, average="samples", zero_division=0)
+    )
+    assert row["val_hamming_loss"] == pytest.approx(metrics.hamming_loss(targets, predicted))
+    assert row["val_acc"] == pytest.approx(metrics.accuracy_score(targets, predicted))  # every label right
+    present = targets.sum(0) > 0  # AP is defined for the classes with a positive image
+    expected_map = metrics.average_precision_score(targets[:, present], probabilities[:, present], average="macro")
+    assert row["val_map"] == pytest.approx(expected_map)
+    assert result["best_val_map"] == max(epoch["val_map"] for epoch in result["metrics"])  # mAP picks the best
+
+
+def test_fitted_thresholds_give_each_class_its_best_f1_and_predict_and_export_use_them(tagged, tiny_config, tmp_path):
+    train(on(tagged, tiny_config, epochs=2))
+    weights = Path(tiny_config.output_dir) / "model.pt"
+    assert main(["evaluate", "--weights", str(weights), "--fit-thresholds", "--device", "cpu"]) == 0
+    saved = read_rows(weights.parent / "model_thresholds.csv")
+    probabilities, targets, classes = validation_scores(weights)
+    assert [row["class"] for row in saved] == classes
+    for column, row in enumerate(saved):
+        if not targets[:, column].any():
+            assert float(row["threshold"]) == 0.5  # no positive image: nothing to fit, the default kept
+            continue
+        scores = np.unique(probabilities[:, column])
+        f1 = [metrics.f1_score(targets[:, column], probabilities[:, column] >= t, zero_division=0) for t in scores]
+        best = max(f1)
+        assert float(row["threshold"]) == pytest.approx(max(t for t, f in zip(scores, f1, strict=True) if f == best))
+
+    images = sorted(str(path) for path in tagged.parent.glob("*.png"))[:6]
+    by_weights, by_file = tmp_path / "weights.csv", tmp_path / "file.csv"
+    assert main(["predict", "--weights", str(weights), *images, "--output", str(by_weights), "--top-k", "3"]) == 0
+    thresholds = {row["class"]: float(row["threshold"]) for row in saved}
+    for row in read_rows(by_weights):
+        probability = {row[f"class_{k}"]: float(row[f"probability_{k}"]) for k in (1, 2, 3)}
+        assert row["labels"] == ";".join(name for name in classes if probability[name] >= thresholds[name])
+
+    exported = tmp_path / "model.pt2"
+    assert main(["export", "--weights", str(weights), "--format", "exported-program", "--output", str(exported)]) == 0
+    sidecar = json.loads((exported.parent / "model.pt2.json").read_text())
+    assert sidecar["thresholds"] == [float(row["threshold"]) for row in saved] and "sigmoid" in sidecar["output"]
+    assert main(["predict", "--model-file", str(exported), *images, "--output", str(by_file), "--top-k", "3"]) == 0
+    assert [row["labels"] for row in read_rows(by_file)] == [row["labels"] for row in read_rows(by_weights)]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("class,threshold\nblue,0.5\n", "does not hold a threshold from 0 to 1 for each of the model's 3 classes"),
+        ("class,threshold\nblue,0.5\ngreen,nan\nred,0.5\n", "does not hold a threshold from 0 to 1"),
+        ("class,threshold\nblue,0.5\ngreen,x\nred,0.5\n", "cannot read"),
+    ],
+)
+def test_a_thresholds_file_that_does_not_fit_the_model_is_one_line(tagged, tiny_config, capsys, content, message):
+    train(on(tagged, tiny_config))
+    weights = Path(tiny_config.output_dir) / "model.pt"
+    (weights.parent / "model_thresholds.csv").write_text(content)
+    assert main(["predict", "--weights", str(weights), str(tagged.parent / "0.png"), "--device", "cpu"]) == 4
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+{% endif %}
