@@ -15,7 +15,7 @@ import smoke_child
 from checks import assert_ruff_clean, assert_valid_files
 from matrix import ACCEPTED, EXTREMES, GPU_IDS, PROJECT_NAMES, REJECTED, precision_of
 from render import CHOICES, YES_NO, bake, baked_project, package_of, refused_by_the_hook
-from runners import Run
+from runners import Run, cpu_mixed_precision
 from tricks import (
     MODEL_PARTS,
     SMOOTHING,
@@ -120,7 +120,9 @@ def smoke(forkserver, project: Path, answers: dict, out: Path, device: str) -> N
     visible effects of each trick on and the absence of each one off (tests/tricks.py)."""
     tricks = [trick for trick in TRICKS if answers[trick]]
     run = out / "run"
-    precision = ("bf16" if device == "cpu" else answers["amp_precision"]) if answers["use_amp"] else "fp32"
+    precision = (
+        (cpu_mixed_precision() if device == "cpu" else answers["amp_precision"]) if answers["use_amp"] else "fp32"
+    )
     scaled = device == "cuda" and precision == "fp16"  # the only runs with a GradScaler that can skip steps
     steps = str(FP16_STEPS if scaled else 2)
     train = ["train", "--epochs", "1", "--max-steps-per-epoch", steps, "--batch-size", "8", "--device", device]

@@ -6,8 +6,9 @@ import pytest
 import torch
 from checks import assert_ruff_clean, code_run_by
 from render import CHOICES, GENERATED_TESTS, baked_project, package_of
-from runners import Run, own_pytest_run, pytest_in_fork, run_in
+from runners import Run, cpu_mixed_precision, own_pytest_run, pytest_in_fork, run_in
 from test_bake import MODEL_LANE, NETWORK_LANE, NETWORK_LANE_MODEL, SUITE_TIMEOUT, SUITES
+from test_matrix import CUDA
 from tricks import (
     NAMED,
     REGISTRY,
@@ -112,7 +113,8 @@ def smoke_in_subprocesses(project: Path, features: set[str], run: Path) -> Run:
         log += done.stdout + done.stderr
         if (run / "last.pt").exists():
             checkpoint_epochs.append(torch.load(run / "last.pt", weights_only=True)["epoch"])
-    precision = CHOICES["amp_precision"][0] if "use_amp" in tricks else "fp32"  # the render's default
+    mixed = CHOICES["amp_precision"][0] if CUDA else cpu_mixed_precision()  # the render's default, or the CPU's
+    precision = mixed if "use_amp" in tricks else "fp32"
     return Run(run, log, "small_cnn", "auto", precision, len(commands), checkpoint_epochs)
 
 

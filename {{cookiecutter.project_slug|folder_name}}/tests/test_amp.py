@@ -97,7 +97,7 @@ def test_evaluate_of_an_fp16_run_on_the_cpu_autocasts_in_bf16(tiny_config, tmp_p
     config.write_text(config.read_text().replace("precision: bf16", "precision: fp16"))  # as a GPU run saves it
     seen = []
     real = inference.evaluate
-    monkeypatch.setattr(inference, "evaluate", lambda *args: seen.append(args[2].precision) or real(*args))
+    monkeypatch.setattr(inference, "evaluate", lambda *args, **kw: seen.append(args[2].precision) or real(*args, **kw))
     inference.evaluate_run(str(tmp_path / "run" / "model.pt"), CPU)
     assert seen == ["bf16"]  # the runtime evaluate ran with
     assert "using bf16 on the CPU" in capsys.readouterr().err

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import plain_runtime
+from conftest import CRITERION, plain_runtime
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
@@ -49,6 +49,9 @@ def test_validation_shards_cover_every_image_exactly_once(monkeypatch, world, si
 
 def test_balanced_sampling_gives_each_rank_its_own_share_of_one_global_draw(monkeypatch):
     targets = [0] * 30 + [1] * 6 + [2]
+{% if cookiecutter.task == "multi_label" %}
+    targets = torch.eye(3)[targets]  # one label each, as multi-hot rows
+{% endif %}
     monkeypatch.setattr(samplers, "rank", lambda: 0)
     monkeypatch.setattr(samplers, "world_size", lambda: 1)
     whole = list(samplers.BalancedSampler(targets, torch.Generator().manual_seed(0)))
@@ -310,12 +313,17 @@ def _model() -> nn.Module:
 def _batches() -> list:
     generator = torch.Generator().manual_seed(1)
     images = torch.randn(2, 8, 3, 8, 8, generator=generator)
-    return list(zip(images, torch.randint(0, 5, (2, 8), generator=generator), strict=True))
+{% if cookiecutter.task == "multi_label" %}
+    targets = torch.randint(0, 2, (2, 8, 5), generator=generator).float()  # multi-hot rows of 5 classes
+{% else %}
+    targets = torch.randint(0, 5, (2, 8), generator=generator)
+{% endif %}
+    return list(zip(images, targets, strict=True))
 
 
 def _epoch(model, batches) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime())
+    train_one_epoch(model, batches, CRITERION(), optimizer, plain_runtime())
 
 
 @pytest.fixture
@@ -359,7 +367,7 @@ def test_accumulation_all_reduces_once_per_group_not_per_batch(one_rank_group):
     model.register_comm_hook(None, counting_hook)
     batches = [(images[:4], targets[:4]) for images, targets in _batches() for _ in range(2)]  # 4 batches
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    train_one_epoch(model, batches, nn.CrossEntropyLoss(), optimizer, plain_runtime(), accumulate_steps=2)
+    train_one_epoch(model, batches, CRITERION(), optimizer, plain_runtime(), accumulate_steps=2)
     assert all_reduces == [0, 0]  # one bucket, reduced at the end of each group of 2 batches
 
 

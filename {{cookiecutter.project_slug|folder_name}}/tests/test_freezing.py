@@ -3,6 +3,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from conftest import SYNTHETIC_CLASSES
 
 from {{ cookiecutter.package_name }}.core.errors import UserError
 from {{ cookiecutter.package_name }}.models import SmallCNN
@@ -57,6 +58,6 @@ def test_freezing_every_parameter_is_refused_before_anything_changes():
 
 def test_freeze_in_a_training_run(tiny_config, capsys):
     train(replace(tiny_config, model="small_cnn", freeze=["features"]))
-    head = SmallCNN(10).fc
+    head = SmallCNN(SYNTHETIC_CLASSES).fc
     assert f"trainable: {head.weight.numel() + head.bias.numel():,}" in capsys.readouterr().out
 {% endif %}

@@ -110,7 +110,23 @@ def test_the_model_trains_on_the_mixed_batches_against_their_soft_labels(tiny_co
         losses.append(nn.functional.cross_entropy(logits, soft.float()).item() * len(targets))
 {% endif %}
     assert rows[0]["train_loss"] == pytest.approx(sum(losses) / sum(len(t) for _, t in watch.batches), rel=1e-5)
-{% if cookiecutter.task != "multi_label" %}
+{% if cookiecutter.task == "multi_label" %}
+
+
+def test_train_acc_counts_the_labels_with_at_least_half_a_share_of_each_mixed_image(tiny_config):
+    """An even mix (lam 0.5) of an image with the one before it: its labels are those of either."""
+    halves = fixed_mixup(0.5, 3)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 3))
+    with torch.no_grad():
+        model[1].weight.zero_()
+        model[1].bias.copy_(torch.tensor([5.0, -5.0, -5.0]))  # always predicts class 0 alone
+    targets = torch.tensor([[1.0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]])  # mixed: class 0 for the first two
+    batches = [(torch.rand(4, 3, 8, 8), targets)]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    cpu, mix = torch.device("cpu"), [Mix(halves)]
+    stats = train_one_epoch(model, batches, nn.BCEWithLogitsLoss(), optimizer, plain_runtime(cpu), tricks=mix)
+    assert stats["train_acc"] == 0.5  # against the original labels it would be 0.25
+{% else %}
 
 
 def test_train_acc_counts_the_label_with_the_larger_share_of_each_mixed_image(tiny_config):

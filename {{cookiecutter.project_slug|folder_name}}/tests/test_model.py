@@ -50,7 +50,11 @@ def test_each_prompted_model_learns_the_synthetic_set_from_scratch(tiny_config, 
     if name == "efficientnet_b0":  # as the README advises: AdamW 0.003 (SGD 0.05 stays near chance); it takes off
         cfg = replace(cfg, optimizer="adamw", lr=0.003, epochs=6)  # in epoch 4 or 5, to 0.43-0.57 after 6 (3 seeds)
     cfg = replace(cfg, **NEUTRAL)
+{% if cookiecutter.task == "multi_label" %}
+    assert train(cfg)["best_val_map"] >= 0.4  # a label is on 28 % of the images: a mAP near 0.28 is chance
+{% else %}
     assert train(cfg)["best_val_acc"] >= 0.3  # 10 classes: chance is 0.1
+{% endif %}
 
 
 def test_small_cnn_is_for_small_images_as_its_readme_line_says():

@@ -81,6 +81,14 @@ METRICS |= {"grad_norm"}  # the mean gradient norm before clipping
 {% if cookiecutter.use_ema %}
 METRICS |= {"loss/ema_val", "accuracy/ema_val"}
 {% endif %}
+{% if cookiecutter.task == "multi_label" %}
+LABEL_FIGURES = {"map", "f1_micro", "f1_macro", "f1_samples", "precision_micro", "precision_macro", "recall_micro"}
+LABEL_FIGURES |= {"recall_macro", "hamming_loss"}
+METRICS |= {f"val_{name}" for name in LABEL_FIGURES}
+{% if cookiecutter.use_ema %}
+METRICS |= {f"ema_val_{name}" for name in LABEL_FIGURES}  # the average's too
+{% endif %}
+{% endif %}
 {% endif %}
 
 
@@ -98,6 +106,7 @@ def expected_history(run: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 # metrics.csv's columns by the names the tracker shows, written here, not read from tracking.py
+REPORTS = {{ '("per_class.csv",)' if cookiecutter.task == "multi_label" else '("confusion_matrix.csv", "per_class.csv")' }}  # a run's reports
 NAMES = {"train_loss": "loss/train", "val_loss": "loss/val", "train_acc": "accuracy/train", "val_acc": "accuracy/val"}
 {% if cookiecutter.use_ema %}
 NAMES |= {"ema_val_loss": "loss/ema_val", "ema_val_acc": "accuracy/ema_val"}
@@ -291,7 +300,7 @@ def test_the_weights_and_reports_are_the_runs_artifacts(tracked):
     train(tracked)
     run = the_run(tracked)
     names = {artifact.path for artifact in store(tracked).list_artifacts(run.info.run_id)}
-    assert {"model.pt", "metrics.csv", "config.yaml", "confusion_matrix.csv", "per_class.csv"} <= names
+    assert {"model.pt", "metrics.csv", "config.yaml", *REPORTS} <= names
 {% if ckpt %}
     assert not {"last.pt", "best.pt"} & names  # checkpoints are not results
 {% endif %}
@@ -304,7 +313,7 @@ def test_the_weights_and_reports_are_the_runs_artifact(tracked):
     train(tracked)
     (artifact,) = logged(Path(tracked.output_dir), "artifact")
     names = {entry.path for entry in artifact.manifest.contents}
-    assert {"model.pt", "metrics.csv", "config.yaml", "confusion_matrix.csv", "per_class.csv"} <= names
+    assert {"model.pt", "metrics.csv", "config.yaml", *REPORTS} <= names
 {% if ckpt %}
     assert not {"last.pt", "best.pt"} & names  # checkpoints are not results
 {% endif %}
