@@ -60,6 +60,12 @@ MULTI_LABEL_MUTATIONS = {
         "        return tensor",
         "tests/test_distributed.py::test_two_ranks_validate_to_the_figures_of_one_process",
     ),
+    "each class's precision-recall points with recall for precision": (
+        "reports/multi_label.py",
+        "float(found / predicted[index, column])",
+        "float(found / positives)",
+        "tests/test_multi_label.py::test_each_classes_precision_recall_points_are_scikit_learns_and_the_run_draws_them",
+    ),
     "multi-label smoothing dropped": (
         "label_smoothing.py",
         "targets * (1 - eps) + eps / 2",

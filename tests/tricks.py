@@ -537,6 +537,7 @@ MULTI_LABEL = Trick(
         "the hold-out leaves a class out of validation",
         "multi-label smoothing dropped",
         "validation figures of one process's images under DDP",
+        "each class's precision-recall points with recall for precision",
     ),
     at_work=_multi_label,
     absent=_single_label,

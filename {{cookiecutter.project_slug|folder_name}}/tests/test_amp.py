@@ -25,6 +25,13 @@ from {{ cookiecutter.package_name }}.tricks.ema import MovingAverage
 CPU = torch.device("cpu")
 
 
+@pytest.fixture
+def bf16_cpu(monkeypatch):
+    """A CPU that computes bf16 natively, whatever this one does: the runs below train in bf16 (emulated here where
+    this CPU has no bf16 instructions: slower, the same figures' kinds)."""
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+
+
 def test_autocast_follows_the_device_in_use():
     layer = torch.nn.Linear(4, 4)
     with autocast("bf16", CPU):
@@ -40,8 +47,7 @@ def test_grad_scaler_only_for_fp16_on_cuda():
         assert make_scaler("fp16", torch.device("cuda")).is_enabled()
 
 
-def test_fp16_falls_back_to_bf16_on_the_cpu_with_one_line(capsys, monkeypatch):
-    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+def test_fp16_falls_back_to_bf16_on_the_cpu_with_one_line(capsys, bf16_cpu):
     assert resolve_precision("fp16", CPU) == "bf16" and resolve_precision("bf16", CPU) == "bf16"
     assert capsys.readouterr().err.startswith("fp16 mixed precision needs a GPU or another accelerator: using bf16 on")
 
@@ -69,7 +75,7 @@ def test_fp16_stays_fp16_on_a_gpu():
     assert resolve_precision("fp16", torch.device("cuda")) == "fp16"
 
 
-def test_bf16_training_runs_the_forward_in_bf16_and_keeps_fp32_weights(tiny_config, watch):
+def test_bf16_training_runs_the_forward_in_bf16_and_keeps_fp32_weights(tiny_config, watch, bf16_cpu):
     result = train(replace(tiny_config, precision="bf16"))
     assert {logits.dtype for logits in watch.logits} == {torch.bfloat16}
     assert all(p.dtype == torch.float32 for p in result["model"].parameters())  # the optimizer's copy stays fp32
@@ -90,7 +96,7 @@ def test_bf16_needs_a_gpu_that_computes_it_natively(monkeypatch, capability, acc
             resolve_precision("bf16", torch.device("cuda", 0))
 
 
-def test_evaluate_of_an_fp16_run_on_the_cpu_autocasts_in_bf16(tiny_config, tmp_path, monkeypatch, capsys):
+def test_evaluate_of_an_fp16_run_on_the_cpu_autocasts_in_bf16(tiny_config, tmp_path, monkeypatch, capsys, bf16_cpu):
     """The saved precision belongs to the training device; evaluation resolves it for its own."""
     train(replace(tiny_config, precision="fp16"))  # on the CPU: trained in bf16, saved as such
     config = tmp_path / "run" / "config.yaml"

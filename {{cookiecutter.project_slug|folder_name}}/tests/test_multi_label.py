@@ -129,6 +129,23 @@ def test_fitted_thresholds_give_each_class_its_best_f1_and_predict_and_export_us
     assert [row["labels"] for row in read_rows(by_file)] == [row["labels"] for row in read_rows(by_weights)]
 
 
+def test_each_classes_precision_recall_points_are_scikit_learns_and_the_run_draws_them(tagged, tiny_config):
+    train(on(tagged, tiny_config, epochs=2, plots=True))
+    run = Path(tiny_config.output_dir)
+    probabilities, targets, classes = validation_scores(run / "model.pt")
+    points = read_rows(run / "precision_recall.csv")
+    for column, name in enumerate(classes):
+        rows = [row for row in points if row["class"] == name]
+        if not targets[:, column].any():
+            assert not rows  # no curve without a positive image
+            continue
+        precision, recall, thresholds = metrics.precision_recall_curve(targets[:, column], probabilities[:, column])
+        expected = list(zip(thresholds[::-1], precision[-2::-1], recall[-2::-1], strict=True))  # high to low
+        written = [(float(row["threshold"]), float(row["precision"]), float(row["recall"])) for row in rows]
+        np.testing.assert_allclose(np.array(written), np.array(expected), rtol=1e-9)
+    assert (run / "precision_recall.png").stat().st_size > 0 and not (run / "confusion_matrix.png").exists()
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

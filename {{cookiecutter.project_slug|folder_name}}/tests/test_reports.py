@@ -17,7 +17,11 @@ from {{ cookiecutter.package_name }}.reports.metrics import (
     write_confusion_csv,
 )
 {% endif %}
+{% if cookiecutter.task == "multi_label" %}
+from {{ cookiecutter.package_name }}.reports.plots import learning_curves, precision_recall_figure, save
+{% else %}
 from {{ cookiecutter.package_name }}.reports.plots import confusion_figure, learning_curves, save
+{% endif %}
 from {{ cookiecutter.package_name }}.training.train import train
 
 
@@ -49,8 +53,13 @@ def test_learning_curves_count_epochs_in_whole_numbers():
 
 def test_class_names_are_drawn_as_text_not_as_math(tmp_path):
     classes = ["price $\\notacommand$", "50% off", "a_b^c"]  # "$...$" would be parsed as TeX-like math
+{% if cookiecutter.task == "multi_label" %}
+    save(precision_recall_figure({name: ([0.5, 1.0], [1.0, 0.5]) for name in classes}), tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 0
+{% else %}
     save(confusion_figure([[1, 0, 0], [0, 1, 0], [0, 0, 1]], classes), tmp_path / "confusion.png")
     assert_picture(tmp_path / "confusion.png", (500, 400))
+{% endif %}
 {% if cookiecutter.task != "multi_label" %}
 
 
@@ -122,11 +131,16 @@ def test_plot_redraws_a_run_and_refuses_a_folder_without_one(tiny_config, tmp_pa
     assert_picture(run / "learning_curves.png", (1500, 400))
     assert main(["plot", str(tmp_path)]) == 2
     message = capsys.readouterr().err.strip()
-    assert message.endswith("has no metrics.csv or confusion_matrix.csv; pass the output dir of a run")
+    assert message.endswith(f"has no metrics.csv or {SECOND}; pass the output dir of a run")
 
 
 GOOD_METRICS = "epoch,train_loss,val_loss,val_acc,lr\n1,0.9,0.8,0.5,0.1\n2,0.7,0.6,0.6,0.05\n"
-GOOD_CONFUSION = "true \\ predicted,a,b\na,3,1\nb,0,4\n"
+{% if cookiecutter.task == "multi_label" %}
+SECOND, GOOD_SECOND = "precision_recall.csv", "class,threshold,precision,recall\na,0.9,1.0,0.5\na,0.2,0.5,1.0\n"
+{% else %}
+SECOND, GOOD_SECOND = "confusion_matrix.csv", "true \\ predicted,a,b\na,3,1\nb,0,4\n"
+GOOD_CONFUSION = GOOD_SECOND
+{% endif %}
 HUGE = "99999999999999999999999999"  # beyond int64: matplotlib's TypeError (dtype object) once
 
 
@@ -145,6 +159,16 @@ HUGE = "99999999999999999999999999"  # beyond int64: matplotlib's TypeError (dty
         ("metrics.csv", GOOD_METRICS.replace("\n1,", "\n-1,"), ": 'epoch' in row 1 is -1, not 1"),
         ("metrics.csv", GOOD_METRICS.replace("\n1,", "\n0,"), ": 'epoch' in row 1 is 0, not 1"),
         ("metrics.csv", "epoch,lr,val_acc,lr\n1,1,1,1\n", ": the header names 'lr' more than once"),
+{% if cookiecutter.task == "multi_label" %}
+        ("precision_recall.csv", "", "is not a precision_recall.csv written by train"),
+        ("precision_recall.csv", "class,x\na,1\n", "is not a precision_recall.csv written by train"),
+        ("precision_recall.csv", GOOD_SECOND.replace("0.5,1.0", "0.5,x"), ": 'recall' in row 2 is 'x', not a number"),
+        ("precision_recall.csv", GOOD_SECOND.replace("1.0,0.5", "1.5,0.5"), ": row 1 has a precision or recall"),
+    ],
+    ids=["other-columns", "empty", "header-only", "some-columns", "text", "short-row", "long-row", "not-utf8"]
+    + ["repeated-epoch", "negative-epoch", "epoch-0", "repeated-column", "empty-curves", "other-curve-columns"]
+    + ["text-in-curves", "precision-above-1"],
+{% else %}
         ("confusion_matrix.csv", "", "is not a confusion_matrix.csv written by train (0 row(s) and 0 column(s)"),
         ("confusion_matrix.csv", "garbage\nmore garbage\n", "(1 row(s) and 0 column(s) of counts, not square)"),
         ("confusion_matrix.csv", GOOD_CONFUSION.replace("0,4", "0,x"), ": 'b' in row 2 is 'x', not a number"),
@@ -159,11 +183,12 @@ HUGE = "99999999999999999999999999"  # beyond int64: matplotlib's TypeError (dty
     + ["repeated-epoch", "negative-epoch", "epoch-0", "repeated-column", "empty-matrix", "garbage-matrix"]
     + ["text-in-matrix", "huge-count"]
     + ["count-2-63", "negative-count", "rows-disagree", "repeated-row-class", "repeated-class"],
+{% endif %}
 )
 def test_plot_names_a_malformed_csv_in_one_line_and_draws_nothing(tmp_path, capsys, name, content, wrong):
     """Whichever file is wrong, the other one's picture is not drawn either: the folder is left as it was. (A bad
-    GOOD_METRICS would be named in the confusion cases, a bad GOOD_CONFUSION would not say what they expect.)"""
-    good = {"metrics.csv": GOOD_METRICS, "confusion_matrix.csv": GOOD_CONFUSION}
+    GOOD_METRICS would be named in the other file's cases, a bad GOOD_SECOND would not say what they expect.)"""
+    good = {"metrics.csv": GOOD_METRICS, SECOND: GOOD_SECOND}
     for file, text in (good | {name: content}).items():
         (tmp_path / file).write_bytes(text if isinstance(text, bytes) else text.encode())
     assert main(["plot", str(tmp_path)]) == 3
@@ -171,6 +196,7 @@ def test_plot_names_a_malformed_csv_in_one_line_and_draws_nothing(tmp_path, caps
     assert len(err.splitlines()) == 1 and err.startswith("error: ") and str(tmp_path / name) in err, err
     assert wrong in err and err.rstrip().endswith("; plot reads the folder of a training run"), err
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(good)
+{% if cookiecutter.task != "multi_label" %}
 
 
 def test_plot_reads_csvs_saved_with_a_byte_order_mark_and_counts_up_to_2_63(tmp_path):
@@ -181,6 +207,7 @@ def test_plot_reads_csvs_saved_with_a_byte_order_mark_and_counts_up_to_2_63(tmp_
     assert main(["plot", str(tmp_path)]) == 0
     assert_picture(tmp_path / "learning_curves.png", (1500, 400))
     assert (tmp_path / "confusion_matrix.png").stat().st_size > 0
+{% endif %}
 
 
 def test_each_evaluated_path_gets_its_own_evaluation_folder_beside_the_weights(tmp_path):

@@ -114,7 +114,7 @@ class BaseConfig:
 {% set monitor = "val_map" if cookiecutter.task == "multi_label" else "val_acc" %}
     patience: int | None = option(None, "stop early when {{ monitor }} has not improved for this many epochs")
 {% if cookiecutter.task == "multi_label" %}
-    plots: bool = option(True, "draw learning_curves.png at the end of the run")
+    plots: bool = option(True, "draw learning_curves.png and precision_recall.png at the end of the run")
 {% elif cookiecutter.tracker == "tensorboard" %}
     plots: bool = option(True, "draw learning_curves.png, confusion_matrix.png and TensorBoard's confusion figures")
 {% else %}

@@ -120,9 +120,38 @@ def per_class_report(
     return rows
 
 
+CURVE_POINTS = 101  # per class in precision_recall.csv: enough to draw the curve, few for any validation set
+
+
+def precision_recall_points(scores: torch.Tensor, targets: torch.Tensor, classes: list[str]) -> list[dict]:
+    """Each class's precision and recall at its distinct scores as thresholds, high to low (at most CURVE_POINTS of
+    them, evenly spread): the points of scikit-learn's precision_recall_curve. Classes without a positive: none."""
+    ranked, hits, true_positives, predicted = _ranked(scores, targets)
+    rows = []
+    for column, name in enumerate(classes):
+        positives = hits[:, column].sum()
+        if not positives:
+            continue
+        last = torch.tensor([len(scores) - 1], device=ranked.device)
+        ends = torch.cat([(ranked[1:, column] != ranked[:-1, column]).nonzero().flatten(), last])  # each score's last
+        picked = torch.linspace(0, len(ends) - 1, min(len(ends), CURVE_POINTS)).round().long()
+        for index in ends[picked].tolist():
+            found = true_positives[index, column]
+            recall, precision = float(found / positives), float(found / predicted[index, column])
+            threshold = float(ranked[index, column])
+            rows.append({"class": name, "threshold": threshold, "precision": precision, "recall": recall})
+    return rows
+
+
 def write_reports(
     out: Path, scores: torch.Tensor, targets: torch.Tensor, thresholds: torch.Tensor | float, classes: list[str]
 ) -> None:
-    """per_class.csv of one evaluation; the blank cells of the average rows are empty."""
+    """per_class.csv of one evaluation (the blank cells of the average rows are empty) and precision_recall.csv, the
+    points of each class's curve that plots draw."""
     write_csv(out / "per_class.csv", per_class_report(scores, targets, thresholds, classes))
+    points = precision_recall_points(scores, targets, classes)
+    if points:
+        write_csv(out / "precision_recall.csv", points)
+    else:  # no validation image has a label: no curve, and none of an earlier epoch's
+        (out / "precision_recall.csv").unlink(missing_ok=True)
 {% endif %}

@@ -1,4 +1,8 @@
+{% if cookiecutter.task == "multi_label" %}
+"""Pictures of a run: learning curves and each class's precision-recall curve, as PNG files."""
+{% else %}
 """Pictures of a run: learning curves and a confusion-matrix heatmap, as PNG files."""
+{% endif %}
 
 import csv
 from collections import Counter
@@ -70,6 +74,24 @@ def read_metrics(path: Path) -> list[dict]:
     return rows
 
 
+{% if cookiecutter.task == "multi_label" %}
+def read_curves(path: Path) -> dict[str, tuple[list[float], list[float]]]:
+    """precision_recall.csv as each class's recall and precision points; a file train did not write is named here."""
+    rows = read_csv(path)
+    if not rows or not {"class", "precision", "recall"} <= set(rows[0]):
+        raise DataError(f"{path} is not a precision_recall.csv written by train (no class, precision, recall); {HINT}")
+    curves: dict[str, tuple[list[float], list[float]]] = {}
+    pairs = zip(rows, numbers(path, rows, "recall"), numbers(path, rows, "precision"), strict=True)
+    for number, (row, recall, precision) in enumerate(pairs, 1):
+        if not (0 <= recall <= 1 and 0 <= precision <= 1):
+            raise DataError(f"{path}: row {number} has a precision or recall outside 0 to 1; {HINT}")
+        points = curves.setdefault(row["class"], ([], []))
+        points[0].append(recall)
+        points[1].append(precision)
+    return curves
+
+
+{% else %}
 def read_confusion(path: Path) -> tuple[list[list[int]], list[str]]:
     """confusion_matrix.csv as counts and class names; anything but a square table of counts is named here."""
     rows = read_csv(path)
@@ -92,6 +114,7 @@ def read_confusion(path: Path) -> tuple[list[list[int]], list[str]]:
     return [list(row) for row in zip(*counts, strict=True)], names
 
 
+{% endif %}
 def learning_curves(rows: list[dict]) -> "Figure":
     """Loss, accuracy and the learning rate of every parameter group, by epoch."""
     from matplotlib.figure import Figure  # here: half a second to import, which a run pays only when it draws
@@ -109,6 +132,22 @@ def learning_curves(rows: list[dict]) -> "Figure":
     return figure
 
 
+{% if cookiecutter.task == "multi_label" %}
+def precision_recall_figure(curves: dict[str, tuple[list[float], list[float]]]) -> "Figure":
+    """Each class's precision against its recall as the threshold falls."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 5), layout="constrained")
+    axis = figure.subplots()
+    for name, (recall, precision) in curves.items():
+        axis.step(recall, precision, where="post", label=name.replace("$", r"\$"))  # a name's $ is no math
+    axis.set(xlabel="recall", ylabel="precision", title="precision-recall per class", xlim=(0, 1), ylim=(0, 1.02))
+    if len(curves) <= 20:  # beyond that a legend hides the curves
+        axis.legend(fontsize="small", loc="lower left")
+    return figure
+
+
+{% else %}
 def confusion_figure(matrix: list[list[int]], classes: list[str]) -> "Figure":
     """Rows are true classes, columns predicted ones; each cell shows its count."""
     from matplotlib.figure import Figure
@@ -130,12 +169,30 @@ def confusion_figure(matrix: list[list[int]], classes: list[str]) -> "Figure":
     return figure
 
 
+{% endif %}
 def save(figure: "Figure", path: Path) -> Path:
     with replacing(path) as file:
         figure.savefig(file, format="png", dpi=100, bbox_inches="tight")  # the colour bar's labels included
     return path
 
 
+{% if cookiecutter.task == "multi_label" %}
+def plot_run(run_dir: str | Path) -> list[Path]:
+    """learning_curves.png from metrics.csv and precision_recall.png from precision_recall.csv, in the run dir."""
+    run_dir = Path(run_dir)
+    metrics, points = run_dir / "metrics.csv", run_dir / "precision_recall.csv"
+    if not metrics.is_file() and not points.is_file():
+        raise UserError(f"{run_dir} has no metrics.csv or precision_recall.csv; pass the output dir of a run")
+    # both read and checked before either picture is drawn: a bad file leaves the folder as it was
+    rows = read_metrics(metrics) if metrics.is_file() else None
+    curves = read_curves(points) if points.is_file() else None
+    written = []
+    if rows is not None:
+        written.append(save(learning_curves(rows), run_dir / "learning_curves.png"))
+    if curves is not None:
+        written.append(save(precision_recall_figure(curves), run_dir / "precision_recall.png"))
+    return written
+{% else %}
 def plot_run(run_dir: str | Path) -> list[Path]:
     """learning_curves.png from metrics.csv and confusion_matrix.png from confusion_matrix.csv, in the run dir."""
     run_dir = Path(run_dir)
@@ -151,3 +208,4 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     if matrix is not None:
         written.append(save(confusion_figure(matrix, classes), run_dir / "confusion_matrix.png"))
     return written
+{% endif %}

@@ -27,9 +27,7 @@ from ..reports.multi_label import fit_thresholds, multi_label_metrics, write_rep
 {% else %}
 from ..reports.metrics import write_reports
 {% endif %}
-{% if cookiecutter.task != "multi_label" %}
 from ..reports.plots import plot_run
-{% endif %}
 from ..training.engine import Runtime, evaluate
 from .predictions import predict_images
 {% if cookiecutter.task == "multi_label" %}
@@ -136,6 +134,7 @@ def evaluate_run(
         print(f"thresholds that maximise each class's F1 here: {save_thresholds(weights, thresholds, classes)}")
     out = own_folder(output_dir or default_evaluation_dir(weights, cfg.data, tta), replace_link=not output_dir)
     write_reports(out, stats["probabilities"], stats["targets"], thresholds, classes)
+    plot_run(out)
     said = f"mAP {stats['val_map']:.4f}, F1 micro {stats['val_f1_micro']:.4f}, exact match {stats['val_acc']:.4f}"
     print(f"{said} on {len(stats['targets'])} images; report: {out / 'per_class.csv'}")
     return stats | {"thresholds": thresholds}
