@@ -173,17 +173,21 @@ def _read(path: Path) -> dict:
 
 def _share_synthetic_images(package: str, folder: Path) -> None:
     """The render's synthetic images (2,560 drawn for every smoke run, 0.16 s of it), drawn once per text of its
-    data/sources.py and arguments by that very code, then read back by every later run: the lru_cache the render puts
-    on them, across processes. The same code on the same arguments gives the same tensors (a seeded generator)."""
+    data/sources.py (or data/multi_label.py) and arguments by that very code, then read back by every later run: the
+    lru_cache the render puts on them, across processes. The same code on the same arguments gives the same tensors (a
+    seeded generator)."""
     import torch
 
     data = importlib.import_module(f"{package}.data.sources")
-    draw = data._stripes.__wrapped__  # under the render's own lru_cache
+    name = "_stripes"
+    if not hasattr(data, name):  # a multi-label render: its synthetic images come from data/multi_label.py
+        data, name = importlib.import_module(f"{package}.data.multi_label"), "_tags"
+    draw = getattr(data, name).__wrapped__  # under the render's own lru_cache
     code = hashlib.sha256(Path(data.__file__).read_bytes()).hexdigest()[:16]
 
     @functools.lru_cache(maxsize=4)
     def shared(*args):
-        path = folder / f"stripes-{code}-{'-'.join(map(str, args))}.pt"
+        path = folder / f"{name}-{code}-{'-'.join(map(str, args))}.pt"
         if path.exists():
             return tuple(torch.load(path, weights_only=True, mmap=True))
         drawn = draw(*args)
@@ -192,7 +196,7 @@ def _share_synthetic_images(package: str, folder: Path) -> None:
         part.replace(path)  # whole or not at all: runs beside this one read it
         return drawn
 
-    data._stripes = shared
+    setattr(data, name, shared)
 
 
 def _poll_wandb_quickly() -> None:

@@ -107,7 +107,7 @@ def per_class_report(
     columns = {key: value.tolist() for key, value in {"ap": ap, **per_class, "support": support.long()}.items()}
     columns["threshold"] = torch.as_tensor(thresholds, dtype=torch.float64).expand(len(classes)).tolist()
     order = ("ap", "precision", "recall", "f1", "threshold", "support")
-    rows = [{"class": name, **{key: columns[key][index] for key in order}} for index, name in enumerate(classes)]
+    rows = [{"class": name} | {key: columns[key][index] for key in order} for index, name in enumerate(classes)]
     micro_ap = float(average_precision(scores.reshape(-1, 1), targets.reshape(-1, 1)))
     averages = {
         "micro avg": (micro_ap, _figures(*counts, dim=None)),
