@@ -86,8 +86,8 @@ with open(root / "pairs.csv", "w", newline="") as file:
         Image.fromarray(canvas).save(root / f"{{i}}.png")
         writer.writerow([f"{{i}}.png", ";".join(sorted({{str(digits.target[first]), str(digits.target[second])}}))])
 cfg = TrainConfig(
-    data=str(root / "pairs.csv"), model="small_cnn", image_size=16, epochs=6, batch_size=64, device="cpu",
-    num_workers=0, augment="none", hflip=False, output_dir=str(root / "run"), plots=False,
+    data=str(root / "pairs.csv"), model="small_cnn", image_size=16, epochs=8, batch_size=32, optimizer="adamw",
+    lr=0.003, device="cpu", num_workers=0, augment="none", hflip=False, output_dir=str(root / "run"), plots=False,
 )
 result = train(cfg)
 weights = str(root / "run" / "model.pt")
@@ -110,7 +110,7 @@ def test_pairs_of_digits_are_tagged_with_both_and_the_exported_file_predicts_the
     script.write_text(MULTI_LABEL_SCRIPT.format(package=package_of(project)))
     done = run_in(project, str(script), str(tmp_path))
     figures = json.loads(done.stdout.strip().splitlines()[-1])
-    assert figures["map"] >= 0.9, figures  # 6 epochs of the built-in CNN
+    assert figures["map"] >= 0.95, figures  # 8 epochs of the built-in CNN: 0.9995 here (0.73 after the first)
     (parity,) = [line for line in done.stdout.splitlines() if line.startswith("parity on ")]
     print(f"multi-label digit pairs: mAP by epoch {figures['epochs']}; export {parity}")  # for the record (-s)
     by_weights, by_file = ((tmp_path / name).read_text() for name in ("by-weights.csv", "by-file.csv"))

@@ -16,7 +16,9 @@ from sklearn import metrics
 
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.data.loaders import build_data
+from {{ cookiecutter.package_name }}.data.samplers import negatives_per_positive
 from {{ cookiecutter.package_name }}.serving.inference import load_run
+from {{ cookiecutter.package_name }}.serving.thresholds import load_thresholds
 from {{ cookiecutter.package_name }}.training import train as train_module
 from {{ cookiecutter.package_name }}.training.train import train
 
@@ -108,10 +110,11 @@ def test_fitted_thresholds_give_each_class_its_best_f1_and_predict_and_export_us
         if not targets[:, column].any():
             assert float(row["threshold"]) == 0.5  # no positive image: nothing to fit, the default kept
             continue
-        scores = np.unique(probabilities[:, column])
+        scores = np.unique(probabilities[:, column])  # low to high
         f1 = [metrics.f1_score(targets[:, column], probabilities[:, column] >= t, zero_division=0) for t in scores]
-        best = max(f1)
-        assert float(row["threshold"]) == pytest.approx(max(t for t, f in zip(scores, f1, strict=True) if f == best))
+        chosen = max(index for index, f in enumerate(f1) if f == max(f1))  # of equally good scores the highest
+        halfway = (scores[chosen] + (scores[chosen - 1] if chosen else 0.0)) / 2  # toward the next lower score
+        assert float(row["threshold"]) == pytest.approx(halfway)
 
     images = sorted(str(path) for path in tagged.parent.glob("*.png"))[:6]
     by_weights, by_file = tmp_path / "weights.csv", tmp_path / "file.csv"
@@ -161,4 +164,40 @@ def test_a_thresholds_file_that_does_not_fit_the_model_is_one_line(tagged, tiny_
     assert main(["predict", "--weights", str(weights), str(tagged.parent / "0.png"), "--device", "cpu"]) == 4
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_class_on_every_or_no_training_image_gets_a_positive_weight_of_one():
+    targets = torch.tensor([[1.0, 1, 0], [1, 0, 0], [1, 0, 0], [1, 1, 0]])  # class 0 everywhere, class 2 nowhere
+    assert negatives_per_positive(targets).tolist() == [1.0, 1.0, 1.0]  # 2 without class 1, 2 with it: 1 too
+    assert negatives_per_positive(targets[1:]).tolist() == [1.0, 2.0, 1.0]
+
+
+def test_data_that_labels_no_image_is_one_line_and_starts_no_run(tagged, tiny_config, capsys):
+    (tagged.parent / "none.csv").write_text("path,labels\n" + "".join(f"{i}.png,\n" for i in range(10)))
+    run = Path(tiny_config.output_dir)
+    args = ["train", "--data", str(tagged.parent / "none.csv"), "--output-dir", str(run), "--device", "cpu"]
+    assert main(args) == 3
+    err = capsys.readouterr().err
+    assert "gives no image a label" in err and err.count("\n") == 1 and not run.exists()
+
+
+def test_a_new_run_in_the_folder_drops_the_thresholds_fitted_to_the_weights_it_replaces(tagged, tiny_config):
+    train(on(tagged, tiny_config))
+    weights = Path(tiny_config.output_dir) / "model.pt"
+    assert main(["evaluate", "--weights", str(weights), "--fit-thresholds", "--device", "cpu"]) == 0
+    assert (weights.parent / "model_thresholds.csv").is_file()
+    train(on(tagged, tiny_config, overwrite=True, seed=1))
+    assert not (weights.parent / "model_thresholds.csv").exists()
+
+
+def test_thresholds_are_fitted_without_tta_and_read_as_a_spreadsheet_saves_them(tagged, tiny_config, capsys):
+    train(on(tagged, tiny_config))
+    weights = Path(tiny_config.output_dir) / "model.pt"
+    command = ["evaluate", "--weights", str(weights), "--fit-thresholds", "--device", "cpu"]
+    assert main([*command, "--tta"]) == 2
+    assert "drop one" in capsys.readouterr().err and not (weights.parent / "model_thresholds.csv").exists()
+    classes = (weights.parent / "classes.txt").read_text().splitlines()
+    text = "class,threshold\r\n" + "".join(f"{name},0.25\r\n" for name in classes)
+    (weights.parent / "model_thresholds.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())  # BOM, CRLF: as Excel
+    assert load_thresholds(weights, classes, 0.5).tolist() == [0.25] * len(classes)
 {% endif %}

@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         if action.dest == "output_dir":
             action.help = "the tune folder (auto: runs/tune-<space file name>)"
 
-    evaluate = commands.add_parser("evaluate", parents=[common], help="accuracy and per-class report of weights")
+    evaluate = commands.add_parser("evaluate", parents=[common], help="{{ 'mAP' if cookiecutter.task == 'multi_label' else 'accuracy' }} and per-class report of weights")
     evaluate.add_argument("--weights", required=True, help="model.pt written by train")
     evaluate.add_argument("--data", help="dataset to evaluate on (default: the one trained on)")
     evaluate.add_argument("--data-root", help="where downloadable datasets live")
@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the largest difference of logits from PyTorch's an export may have (default {EXPORT_TOLERANCE:g})",
     )
 
-    plot = commands.add_parser("plot", parents=[common], help="learning curves and confusion matrix as PNG")
+    plot = commands.add_parser("plot", parents=[common], help="learning curves and {{ 'precision-recall curves' if cookiecutter.task == 'multi_label' else 'confusion matrix' }} as PNG")
     plot.add_argument("run_dir", help="output dir of a training run (or of evaluate)")
 
     for command in (evaluate, predict, features):

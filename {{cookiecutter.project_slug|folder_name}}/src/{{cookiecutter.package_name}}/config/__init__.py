@@ -43,7 +43,7 @@ class BaseConfig:
     data: str = option(
         "synthetic",
         "synthetic, cifar10, mnist, fashion_mnist, a folder of class folders (with or without train/ and val/), "
-        "or a CSV of path,label[,split]",
+        "or a CSV of {{ 'path,labels[,split] (names separated by ;) or of path and 0/1 class columns' if cookiecutter.task == 'multi_label' else 'path,label[,split]' }}",
     )
     data_root: str = option("data", "where cifar10/mnist/fashion_mnist are downloaded")
     val_split: float = option(0.2, "share of each class held out for validation where --data has no split")

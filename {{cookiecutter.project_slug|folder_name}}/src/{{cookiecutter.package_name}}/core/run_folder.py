@@ -20,6 +20,9 @@ OWN_FILES = [  # what --overwrite removes: the run's files, and what evaluate an
     *("model.pt", "learning_curves.png", "confusion_matrix.png", "profile", "eval-*-*", "features_*.npy"),
     *("*.onnx", "*.onnx.data", "*.onnx.json", "*.pt2", "*.pt2.json"),  # export's
     *("*.torchscript.pt", "*.torchscript.pt.json"),
+{% if cookiecutter.task == "multi_label" %}
+    *("precision_recall.csv", "precision_recall.png", "*_thresholds.csv"),
+{% endif %}
 {% if cookiecutter.use_checkpointing %}
     *("last.pt", "best.pt", "changes.csv"),
 {% endif %}

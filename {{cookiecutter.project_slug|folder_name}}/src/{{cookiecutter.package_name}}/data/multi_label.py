@@ -169,6 +169,13 @@ def hold_out(rows: list[Row], fraction: float, seed: int) -> list[Row]:
             for other in labels[movable[0]]:
                 count[other][1 - empty] -= 1
                 count[other][empty] += 1
+    for name in names:  # last: a class of which no image trains could never be learned (its images placed for others)
+        if name and not count[name][0]:
+            moved = members[name][0]
+            part[moved] = 0
+            for other in labels[moved]:
+                count[other][1] -= 1
+                count[other][0] += 1
     return [(path, label, SPLITS[chosen]) for (path, label, _), chosen in zip(rows, part, strict=True)]
 
 

@@ -80,9 +80,11 @@ class BalancedSampler(Sampler[int]):
 {% if cookiecutter.task == "multi_label" %}
 def negatives_per_positive(targets: torch.Tensor) -> torch.Tensor:
     """--pos-weight auto: each class's positive labels weigh its training images without it / those with it, so that
-    its positives and negatives count alike (BCEWithLogitsLoss's pos_weight); a class on no image gets 1."""
+    its positives and negatives count alike (BCEWithLogitsLoss's pos_weight); a class on no image or on every image
+    gets 1 (0 would stop its positives from counting at all)."""
     positives = targets.sum(0).double()
-    return torch.where(positives > 0, (len(targets) - positives) / positives.clamp_min(1), 1).float()
+    negatives = len(targets) - positives
+    return torch.where((positives > 0) & (negatives > 0), negatives / positives.clamp_min(1), 1).float()
 {% else %}
 def inverse_frequency(targets, num_classes: int) -> torch.Tensor:
     """--class-weights auto: 1 / each class's number of training images, scaled so that the classes that have

@@ -181,6 +181,8 @@ def open_datasets(cfg, splits: tuple[str, ...], training: bool) -> tuple[dict[st
     root, rows = labelled_rows(cfg, training)
 {% if cookiecutter.task == "multi_label" %}
     classes = classes_of(rows)
+    if not classes:
+        raise DataError(f"--data {cfg.data} gives no image a label; name at least one class of some image")
 {% else %}
     classes = sorted({label for _, label, _ in rows})
 {% endif %}

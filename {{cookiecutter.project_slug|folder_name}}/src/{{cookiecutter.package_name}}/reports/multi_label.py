@@ -40,13 +40,17 @@ def average_precision(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tens
 
 
 def fit_thresholds(scores: torch.Tensor, targets: torch.Tensor, default: float = 0.5) -> torch.Tensor:
-    """Per class, the score that maximises the F1 of `scores >= threshold`; of equally good ones, the highest.
-    A class without a positive image has F1 0 at every threshold: it keeps `default`."""
+    """Per class, a threshold of the probabilities `scores` that maximises the F1 of `scores >= threshold` (of equally
+    good scores, the highest): halfway between that score and the next lower one (0 below the lowest), so that a
+    probability computed another way (an exported file, another batch) lands on the same side of it. A class without
+    a positive image has F1 0 at every threshold: it keeps `default`."""
     ranked, hits, true_positives, predicted = _ranked(scores, targets)
     f1 = 2 * true_positives / (predicted + hits.sum(0))
     # F1 is a ratio of whole numbers, so equal F1s are equal floats; argmax takes the first, scores run high to low
     best = f1.argmax(0, keepdim=True)
-    thresholds = ranked.gather(0, best).squeeze(0)
+    below = predicted.gather(0, best).long()  # the position of the next lower score: after every one predicted
+    lower = torch.cat([ranked, torch.zeros_like(ranked[:1])]).gather(0, below)
+    thresholds = ((ranked.gather(0, best) + lower) / 2).squeeze(0)
     return torch.where(hits.sum(0) > 0, thresholds, torch.full_like(thresholds, default))
 
 

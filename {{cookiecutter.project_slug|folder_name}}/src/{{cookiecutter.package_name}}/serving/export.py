@@ -198,8 +198,14 @@ def export_model(
             WRITERS[file_format](model, example, str(staged), sidecar)
             expected, got = model(images), load_exported(staged, file_format)(images)
             difference = (expected - got).abs().max().item()
+{% if cookiecutter.task == "multi_label" %}
+            limits = torch.tensor(thresholds)
+            agreement = ((expected.sigmoid() >= limits) == (got.sigmoid() >= limits)).all(1).float().mean().item()
+            found = f"logits within {difference:.1e} of PyTorch's, the same labels for {100 * agreement:.0f} %"
+{% else %}
             agreement = (expected.argmax(1) == got.argmax(1)).float().mean().item()
             found = f"logits within {difference:.1e} of PyTorch's, the same top-1 class for {100 * agreement:.0f} %"
+{% endif %}
             print(f"parity on {len(images)} {kind}: {found}")
             if not difference <= tolerance:  # NaN included
                 raise ModelError(

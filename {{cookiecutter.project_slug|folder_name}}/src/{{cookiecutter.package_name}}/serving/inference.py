@@ -118,6 +118,10 @@ def evaluate_run(
 ) -> dict:
 {% endif %}
     cfg, classes, model = load_run(weights, device, **overrides)
+{% if cookiecutter.task == "multi_label" %}
+    if fit and tta:  # predict and export use the thresholds on the model as it is, not on mirrored averages
+        raise UserError("--fit-thresholds fits thresholds for predict and export, which run without --tta: drop one")
+{% endif %}
     model = _with_tta(model, cfg) if tta else model
     data = build_data(cfg, device, train=False)
     if data.classes != classes:
@@ -128,7 +132,7 @@ def evaluate_run(
     thresholds = load_thresholds(weights, classes, cfg.threshold)
     stats = evaluate(model, data.val, runtime, len(classes), thresholds=thresholds)
     if fit:
-        thresholds = fit_thresholds(stats["probabilities"], stats["targets"])
+        thresholds = fit_thresholds(stats["probabilities"], stats["targets"], default=cfg.threshold)
         figures = multi_label_metrics(stats["probabilities"], stats["targets"], thresholds)
         stats |= {"val_acc": figures.pop("exact_match")} | {f"val_{name}": value for name, value in figures.items()}
         print(f"thresholds that maximise each class's F1 here: {save_thresholds(weights, thresholds, classes)}")

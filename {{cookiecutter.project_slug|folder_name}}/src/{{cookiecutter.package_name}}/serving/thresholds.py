@@ -26,10 +26,10 @@ def save_thresholds(weights: str | Path, thresholds: torch.Tensor, classes: list
 def load_thresholds(weights: str | Path, classes: list[str], default: float) -> torch.Tensor:
     """The saved thresholds, in the order of `classes`, or `default` for each class where none were saved."""
     path = thresholds_file(weights)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return torch.full((len(classes),), default, dtype=torch.float64)
     try:
-        with open(path, newline="", encoding="utf-8") as file:
+        with open(path, newline="", encoding="utf-8-sig") as file:  # -sig: as a spreadsheet saves it
             rows = [(row["class"], float(row["threshold"])) for row in csv.DictReader(file)]
     except (OSError, UnicodeDecodeError, csv.Error, KeyError, TypeError, ValueError) as exc:
         raise ModelError(f"cannot read {path} ({exc}); fit it again with evaluate --fit-thresholds") from None

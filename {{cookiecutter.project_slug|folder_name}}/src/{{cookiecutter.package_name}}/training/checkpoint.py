@@ -1,5 +1,5 @@
 {% if cookiecutter.use_checkpointing %}
-"""Checkpoints of a run: `last.pt` after every epoch, `best.pt` by validation accuracy, and in the middle of an
+"""Checkpoints of a run: `last.pt` after every epoch, `best.pt` by MONITOR (reports/metrics.py), and in the middle of an
 epoch every --checkpoint-every or at the step a stop signal arrives.
 """
 

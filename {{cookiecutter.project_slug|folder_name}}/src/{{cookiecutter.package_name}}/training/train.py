@@ -110,6 +110,10 @@ def _start_run_dir(folder: RunFolder, cfg: TrainConfig, data: Data) -> None:
         save_config(dataclasses.replace(cfg, split=None) if data.rows else cfg, out / "config.yaml")
         # model.pt marks a finished run, which this one is not until it writes its own
         (out / "model.pt").unlink(missing_ok=True)
+{% if cookiecutter.task == "multi_label" %}
+        for fitted in out.glob("*_thresholds.csv"):  # fitted to weights this run replaces
+            fitted.unlink()
+{% endif %}
         describe_data(data, out)
     except OSError as exc:
         raise OutputError(f"cannot write to output dir {out} ({exc.strerror}); pick another --output-dir") from None

@@ -4,7 +4,8 @@
 
 Each trial is an ordinary training run in its own folder (trial-000, trial-001, ...) of the tune folder, so that
 evaluate and plot work on it. TPE proposes the values of the search space (seeded: the same command searches the
-same way); a trial whose validation accuracy falls below the median of earlier trials at the same epoch is pruned.
+same way); a trial whose MONITOR figure (reports/metrics.py) falls below the median of earlier trials at the same
+epoch is pruned.
 The study lives in study.db in the tune folder: the same command, run again after a crash or a kill, goes on where it
 {% if ckpt %}
 stopped, repeats no finished trial, and continues the trial that was running from its own last checkpoint.
@@ -57,10 +58,10 @@ STUDY = "tune"  # the study's name in study.db
 
 class _Pruning:
 {% if ddp %}
-    """Reports each epoch's validation accuracy to the trial and stops the run when the pruner says so: rank 0
+    """Reports each epoch's MONITOR figure to the trial and stops the run when the pruner says so: rank 0
     reports and decides, every rank stops (the others have no trial)."""
 {% else %}
-    """Reports each epoch's validation accuracy to the trial and stops the run when the pruner says so."""
+    """Reports each epoch's MONITOR figure to the trial and stops the run when the pruner says so."""
 {% endif %}
 
     def __init__(self, optuna, trial):
