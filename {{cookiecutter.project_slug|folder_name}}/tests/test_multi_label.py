@@ -166,6 +166,14 @@ def test_a_thresholds_file_that_does_not_fit_the_model_is_one_line(tagged, tiny_
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_images_without_a_label_are_trained_on_and_counted(tagged, tiny_config, capsys):
+    train(on(tagged, tiny_config))
+    rows = read_rows(Path(tiny_config.output_dir) / "split.csv")
+    train_count, val_count = (sum(not row["labels"] for row in rows if row["split"] == s) for s in ("train", "val"))
+    assert train_count + val_count == LABELS.count("")  # each one in the split, in one part
+    assert f"images without a label (train/val): {train_count}/{val_count}" in capsys.readouterr().out
+
+
 def test_a_class_on_every_or_no_training_image_gets_a_positive_weight_of_one():
     targets = torch.tensor([[1.0, 1, 0], [1, 0, 0], [1, 0, 0], [1, 1, 0]])  # class 0 everywhere, class 2 nowhere
     assert negatives_per_positive(targets).tolist() == [1.0, 1.0, 1.0]  # 2 without class 1, 2 with it: 1 too

@@ -206,6 +206,11 @@ def describe_data(data: Data, out: Path) -> None:
     listed = ", ".join(f"{row['class']} {row['train']}/{row['val']}" for row in counts[:LISTED_CLASSES])
     more = f" and {len(counts) - LISTED_CLASSES} more" if len(counts) > LISTED_CLASSES else ""
     print(f"{len(counts)} classes (train/val images): {listed}{more}")
+{% if cookiecutter.task == "multi_label" %}
+    unlabelled = [int((torch.as_tensor(loader.dataset.targets).sum(1) == 0).sum()) for loader in (data.train, data.val)]
+    if any(unlabelled):  # allowed: they teach every class's "no"
+        print(f"images without a label (train/val): {unlabelled[0]}/{unlabelled[1]}")
+{% endif %}
     unmeasured = [row["class"] for row in counts if not row["val"]]
     if unmeasured:
         print(f"warning: no validation images of {', '.join(unmeasured)}: nothing measures them", file=sys.stderr)
