@@ -19,8 +19,8 @@ MULTI_LABEL_RENDER = (("task", "multi_label"),)  # all-on, multi-label, with MLf
 # the multi-label render's own breakages (tests/tricks.py MULTI_LABEL names them)
 MULTI_LABEL_MUTATIONS = {
     "the positives' weights left out of the multi-label loss": (
-        "train.py",
-        "nn.BCEWithLogitsLoss(pos_weight=data.class_weights)",
+        "task.py",
+        "nn.BCEWithLogitsLoss(pos_weight=class_weights)",
         "nn.BCEWithLogitsLoss()",
         "tests/test_multi_label.py::test_the_loss_is_binary_cross_entropy_with_each_classes_negatives_per_positive",
     ),
@@ -121,8 +121,8 @@ MUTATIONS = {
         "tests/test_label_smoothing.py",
     ),
     "class weights left out of the loss": (
-        "train.py",
-        "nn.CrossEntropyLoss(weight=data.class_weights)",
+        "task.py",
+        "nn.CrossEntropyLoss(weight=class_weights)",
         "nn.CrossEntropyLoss()",
         "tests/test_datasets.py::test_the_training_loss_is_weighted_by_class",
     ),

@@ -20,12 +20,7 @@ from ..data.loaders import Data, build_data, describe_data, start_epoch, stoppin
 from ..data.sources import NAMED_DATA, NO_FLIP, default_image_size
 from ..data.transforms import resolve_normalisation
 from ..models import build_model, check_fits, checkpoint_activations, init_from, pretrained_preprocessing, weights_file
-{% if cookiecutter.task == "multi_label" %}
 from ..reports.metrics import MONITOR, best_row, stopped_early, write_csv
-from ..reports.multi_label import write_reports
-{% else %}
-from ..reports.metrics import MONITOR, best_row, stopped_early, write_csv, write_reports
-{% endif %}
 from ..reports.plots import plot_run
 from ..tricks import FILES, build_tricks
 {% if cookiecutter.use_checkpointing %}
@@ -35,6 +30,7 @@ from .engine import Runtime, evaluate, train_one_epoch
 from .optim import DEFAULT_LR, L1Penalty, build_optimizer, build_scheduler, learning_rates
 from .profiling import ProfiledLoader
 from .run import Run as PlainRun
+from .task import training_loss, write_epoch_reports
 {% if cookiecutter.tracker != "none" %}
 from .tracked import Tracked
 {% endif %}
@@ -186,11 +182,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
     scheduler = build_scheduler(optimizer, cfg)
     for trick in tricks:
         scheduler = trick.start(model, optimizer, scheduler)  # the plain model: identical on every process
-{% if cookiecutter.task == "multi_label" %}
-    criterion = nn.BCEWithLogitsLoss(pos_weight=data.class_weights)  # each class a yes/no of its own
-{% else %}
-    criterion = nn.CrossEntropyLoss(weight=data.class_weights)
-{% endif %}
+    criterion = training_loss(data.class_weights)
     for trick in tricks:
         criterion = trick.criterion(criterion)
     criterion = L1Penalty(criterion, model, cfg.l1) if cfg.l1 else criterion  # nothing at all when 0
@@ -250,11 +242,7 @@ def train(cfg: TrainConfig, after_epoch=None) -> dict:
         rows.append(row)
         if runtime.is_main:
             write_csv(out / "metrics.csv", rows)
-{% if cookiecutter.task == "multi_label" %}
-            write_reports(out, val["probabilities"], val["targets"], cfg.threshold, data.classes)
-{% else %}
-            write_reports(out, val["confusion"], data.classes)
-{% endif %}
+            write_epoch_reports(out, val, data.classes, cfg)
         run.end_epoch(rows, val)
         print(_format(row))
         if after_epoch:
