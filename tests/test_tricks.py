@@ -59,6 +59,13 @@ def test_each_trick_leaves_a_trace_exactly_when_on(combination):
     assert_traces_exactly_for(render_text(project), tricks)
 
 
+@pytest.mark.parametrize("name", COMBINATIONS)
+def test_each_trick_leaves_a_trace_exactly_when_on_in_a_multi_label_render_too(name, cookies_session):
+    """The same combinations for the other task: what the task adds names no trick that is off (a render only)."""
+    answers = COMBINATIONS[name] | {"task": "multi_label"}
+    assert_traces_exactly_for(render_text(baked_project(cookies_session, **answers)), features_on(answers))
+
+
 def test_files_exist_exactly_when_their_feature_is_on(combination):
     tricks, project = combination
     assert_files_exactly_for(project, tricks)

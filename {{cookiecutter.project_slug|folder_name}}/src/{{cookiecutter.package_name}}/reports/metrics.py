@@ -13,7 +13,7 @@ import torch
 {% endif %}
 from ..core.files import replacing
 
-MONITOR = "{{ 'val_map' if cookiecutter.task == 'multi_label' else 'val_acc' }}"  # best.pt, early stops, tune's trials
+MONITOR = "{{ 'val_map' if cookiecutter.task == 'multi_label' else 'val_acc' }}"  # picks the best epoch, stops early, scores trials
 
 
 def best_row(rows: list[dict]) -> dict:

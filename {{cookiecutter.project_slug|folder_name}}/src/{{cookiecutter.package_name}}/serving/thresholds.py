@@ -12,7 +12,7 @@ from ..reports.metrics import write_csv
 
 
 def thresholds_file(weights: str | Path) -> Path:
-    """model.pt -> model_thresholds.csv: each weights file its own (ema.pt's may differ from model.pt's)."""
+    """model.pt -> model_thresholds.csv: each weights file its own (another file's weights may want others)."""
     return Path(weights).with_name(f"{Path(weights).stem}_thresholds.csv")
 
 
