@@ -130,6 +130,10 @@ def test_fitted_thresholds_give_each_class_its_best_f1_and_predict_and_export_us
     assert sidecar["thresholds"] == [float(row["threshold"]) for row in saved] and "sigmoid" in sidecar["output"]
     assert main(["predict", "--model-file", str(exported), *images, "--output", str(by_file), "--top-k", "3"]) == 0
     assert [row["labels"] for row in read_rows(by_file)] == [row["labels"] for row in read_rows(by_weights)]
+    # thresholds of 0 name every class, whatever the probabilities: predict reads the file, not --threshold
+    (weights.parent / "model_thresholds.csv").write_text("class,threshold\n" + "".join(f"{n},0\n" for n in classes))
+    assert main(["predict", "--weights", str(weights), *images, "--output", str(by_weights), "--device", "cpu"]) == 0
+    assert {row["labels"] for row in read_rows(by_weights)} == {";".join(classes)}
 
 
 def test_each_classes_precision_recall_points_are_scikit_learns_and_the_run_draws_them(tagged, tiny_config):
